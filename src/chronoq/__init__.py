@@ -1,0 +1,79 @@
+"""chronoq: a distributed job scheduler for Python, on PostgreSQL or embedded SQLite.
+
+```python
+import chronoq
+
+app = chronoq.App()  # CHRONOQ_DSN, default sqlite:///chronoq.db
+
+@app.task(queue="emails", max_attempts=8, backoff=chronoq.Backoff(base=2, cap=3600), lease=60)
+def send_email(ctx: chronoq.JobContext, to: str, subject: str) -> None: ...
+
+send_email.defer(to="a@example.com", subject="hi", delay="4h")
+```
+"""
+
+from chronoq.app import App, Enqueued, JobSpec, Task
+from chronoq.config import Config
+from chronoq.core.backoff import Backoff
+from chronoq.core.jobs import Job, JobStatus, Outcome, Stat
+from chronoq.errors import (
+    ChronoqError,
+    ConfigError,
+    Discard,
+    EnqueueError,
+    InvalidDSN,
+    InvalidDuration,
+    InvalidPayload,
+    JobLost,
+    JobNotFound,
+    KeyConflict,
+    NaiveDatetime,
+    PayloadTooLarge,
+    Retry,
+    SchemaMissing,
+    StoreError,
+    StoreUnavailable,
+    UnknownQueue,
+    UnknownTask,
+)
+from chronoq.worker.context import JobContext
+from chronoq.worker.worker import Worker, WorkerOptions, WorkerSignals, WorkerStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "App",
+    "Backoff",
+    "ChronoqError",
+    "Config",
+    "ConfigError",
+    "Discard",
+    "EnqueueError",
+    "Enqueued",
+    "InvalidDSN",
+    "InvalidDuration",
+    "InvalidPayload",
+    "Job",
+    "JobContext",
+    "JobLost",
+    "JobNotFound",
+    "JobSpec",
+    "JobStatus",
+    "KeyConflict",
+    "NaiveDatetime",
+    "Outcome",
+    "PayloadTooLarge",
+    "Retry",
+    "SchemaMissing",
+    "Stat",
+    "StoreError",
+    "StoreUnavailable",
+    "Task",
+    "UnknownQueue",
+    "UnknownTask",
+    "Worker",
+    "WorkerOptions",
+    "WorkerSignals",
+    "WorkerStats",
+    "__version__",
+]

@@ -1,0 +1,386 @@
+"""The App: a registry of tasks, the enqueue API, and the store they share.
+
+```python
+app = chronoq.App()                                   # CHRONOQ_DSN or sqlite:///chronoq.db
+
+@app.task(queue="emails", max_attempts=8, backoff=chronoq.Backoff(base=2, cap=3600), lease=60)
+def send_email(ctx: chronoq.JobContext, to: str, subject: str) -> None: ...
+
+send_email.defer(to="a@example.com", subject="hi", delay=timedelta(hours=4))
+app.enqueue("send_email", {"to": "a@example.com", "subject": "hi"}, key="welcome-42")
+```
+
+The store is opened on first use, so importing a module that builds an App touches no database.
+Sync and async callers share one implementation: the async API hands the same work to a thread
+(`asyncio.to_thread`), except when the caller passes its own async connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from chronoq.config import Config
+from chronoq.core.backoff import Backoff
+from chronoq.core.jobs import Job
+from chronoq.core.validate import (
+    PRIORITY_RANGE,
+    check_aware,
+    check_fits,
+    check_int,
+    check_key,
+    check_name,
+    check_positive_seconds,
+    delay_seconds,
+    encode_payload,
+)
+from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
+from chronoq.storage import JobStore, open_store
+from chronoq.storage.base import JobInsertParams, JobInsertResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RESERVED_OPTIONS = frozenset({"delay", "at", "key", "queue", "priority", "max_attempts", "conn"})
+MAX_ATTEMPTS_LIMIT = 1000
+
+Enqueued = JobInsertResult
+"""What enqueue returns: the job `id`, and `created=False` when a live job already had the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job for `App.enqueue_many`."""
+
+    task: str
+    payload: dict[str, Any] | None = None
+    at: datetime | None = None
+    delay: timedelta | float | str | None = None
+    queue: str | None = None
+    key: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+
+
+class Task(Generic[P, R]):
+    """A registered handler. Calling it runs the function; `defer` enqueues a job for it."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        max_attempts: int,
+        backoff: Backoff,
+        lease: float,
+        priority: int,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = check_name("task", name)
+        self.queue = check_name("queue", queue)
+        self.max_attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+        self.backoff = backoff
+        self.lease = check_positive_seconds("lease", lease)
+        self.priority = check_int("priority", priority, *PRIORITY_RANGE)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.takes_context, self.payload_signature = _split_context(fn)
+        _refuse_reserved(self.name, self.payload_signature)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def defer(self, **payload_and_options: Any) -> Enqueued:
+        """Enqueue a job; options `delay`, `at`, `key`, `queue`, `priority`, `max_attempts`,
+        `conn` are taken out, every other keyword is the payload."""
+        options, payload = _split_options(payload_and_options)
+        return self.app.enqueue(self.name, payload, **options)
+
+    async def defer_async(self, **payload_and_options: Any) -> Enqueued:
+        options, payload = _split_options(payload_and_options)
+        return await self.app.enqueue_async(self.name, payload, **options)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.queue}>"
+
+
+class _TaskDecorator(Protocol):
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class App:
+    """Tasks, configuration and a lazily opened store."""
+
+    def __init__(self, dsn: str | None = None, *, config: Config | None = None, **settings: Any):
+        base = config or Config.load(**settings)
+        self.config = base.with_dsn(dsn)
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self._store: JobStore | None = None
+        self._store_lock = threading.Lock()
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        lease: float | None = None,
+        priority: int = 0,
+    ) -> _TaskDecorator: ...
+
+    def task(  # type: ignore[misc]  # mypy misreads the optional positional-only `fn`
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        lease: float | None = None,
+        priority: int = 0,
+    ) -> Any:
+        """Register a handler, as `@app.task` or `@app.task(queue=..., ...)`."""
+
+        def register(func: Callable[..., Any]) -> Task[Any, Any]:
+            task = Task(
+                self,
+                func,
+                name=name or func.__name__,
+                queue=queue or self.config.default_queue,
+                max_attempts=max_attempts or self.config.default_max_attempts,
+                backoff=backoff or Backoff(),
+                lease=lease or self.config.default_lease,
+                priority=priority,
+            )
+            if task.name in self.tasks:
+                raise ConfigError(f"task {task.name!r} is registered twice")
+            self.tasks[task.name] = task
+            return task
+
+        return register(fn) if fn is not None else register
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues the registered tasks use, in registration order."""
+        return list(dict.fromkeys(task.queue for task in self.tasks.values()))
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        task = self.tasks.get(name)
+        if task is None:
+            raise UnknownTask(f"unknown task {name!r}{_did_you_mean(name, self.tasks)}")
+        return task
+
+    # -- store ----------------------------------------------------------------------------
+
+    @property
+    def store(self) -> JobStore:
+        if self._store is None:
+            with self._store_lock:
+                if self._store is None:
+                    self._store = open_store(self.config)
+        return self._store
+
+    def migrate(self) -> list[str]:
+        return self.store.migrate()
+
+    def close(self) -> None:
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        at: datetime | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | float | str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        conn: Any = None,
+    ) -> Enqueued:
+        """Enqueue one job. With `conn` (a psycopg or sqlite3 connection in an open
+        transaction) the job exists if and only if that transaction commits."""
+        spec = JobSpec(task, payload, at or run_at, delay, queue, key, priority, max_attempts)
+        return self.store.job_insert_many([self.prepare(spec)], conn=conn)[0]
+
+    def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
+        """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set)."""
+        prepared = [self.prepare(spec) for spec in specs]
+        return self.store.job_insert_many(prepared, conn=conn)
+
+    async def enqueue_async(
+        self,
+        task: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        conn: Any = None,
+        **options: Any,
+    ) -> Enqueued:
+        """`enqueue` for async code. An async psycopg connection joins its transaction."""
+        if conn is not None and _is_async_connection(conn):
+            spec = _spec_from_options(task, payload, options)
+            return (await self._insert_async(conn, [self.prepare(spec)]))[0]
+        return await asyncio.to_thread(lambda: self.enqueue(task, payload, conn=conn, **options))
+
+    async def enqueue_many_async(
+        self, specs: Iterable[JobSpec], *, conn: Any = None
+    ) -> list[Enqueued]:
+        prepared = [self.prepare(spec) for spec in specs]
+        if conn is not None and _is_async_connection(conn):
+            return await self._insert_async(conn, prepared)
+        return await asyncio.to_thread(self.store.job_insert_many, prepared, conn)
+
+    async def _insert_async(self, conn: Any, prepared: list[JobInsertParams]) -> list[Enqueued]:
+        insert: Callable[..., Awaitable[list[Enqueued]]] | None = getattr(
+            self.store, "job_insert_many_async", None
+        )
+        if insert is None:
+            raise ConfigError("an async connection can only join a PostgreSQL store")
+        return await insert(prepared, conn)
+
+    def prepare(self, spec: JobSpec) -> JobInsertParams:
+        """Validate a job and turn it into store parameters; raises before anything is stored."""
+        check_name("task", spec.task)
+        known = self.tasks.get(spec.task)
+        if known is None and self.tasks:
+            raise UnknownTask(f"unknown task {spec.task!r}{_did_you_mean(spec.task, self.tasks)}")
+        queue = self._queue_for(spec, known)
+        payload_json = encode_payload(spec.task, spec.payload, self.config.payload_limit)
+        if known is not None:
+            check_fits(spec.task, known.payload_signature, spec.payload or {})
+        if spec.at is not None and spec.delay is not None:
+            raise ConfigError("give either `at` or `delay`, not both")
+        return JobInsertParams(
+            queue=queue,
+            task=spec.task,
+            payload_json=payload_json,
+            run_at=check_aware("at", spec.at) if spec.at is not None else None,
+            delay_seconds=delay_seconds(spec.delay),
+            priority=check_int(
+                "priority", _first(spec.priority, known and known.priority, 0), *PRIORITY_RANGE
+            ),
+            max_attempts=check_int(
+                "max_attempts",
+                _first(
+                    spec.max_attempts,
+                    known and known.max_attempts,
+                    self.config.default_max_attempts,
+                ),
+                1,
+                MAX_ATTEMPTS_LIMIT,
+            ),
+            lease_seconds=known.lease if known else self.config.default_lease,
+            key=check_key(spec.key),
+        )
+
+    def _queue_for(self, spec: JobSpec, known: Task[Any, Any] | None) -> str:
+        if spec.queue is None:
+            return known.queue if known else self.config.default_queue
+        queue = check_name("queue", spec.queue)
+        if self.tasks and queue not in self.queues:
+            raise UnknownQueue(
+                f"unknown queue {queue!r}: no task of this app uses it"
+                f"{_did_you_mean(queue, self.queues)}"
+            )
+        return queue
+
+    # -- reading --------------------------------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job | None:
+        return self.store.job_get(job_id)
+
+
+def _first(*values: Any) -> Any:
+    return next(v for v in values if v is not None and v is not False)
+
+
+def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:
+    """Does the handler take a JobContext first? Returns that and the payload's signature."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    takes_context = bool(params) and _is_context_param(params[0])
+    if takes_context:
+        params = params[1:]
+    return takes_context, signature.replace(parameters=params)
+
+
+def _is_context_param(param: inspect.Parameter) -> bool:
+    if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+        return False
+    annotation = param.annotation
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return param.name in ("ctx", "context") or str(text).endswith("JobContext")
+
+
+def _refuse_reserved(task: str, signature: inspect.Signature) -> None:
+    clash = sorted(RESERVED_OPTIONS & set(signature.parameters))
+    if clash:
+        raise ConfigError(
+            f"task {task!r} has parameters named {', '.join(clash)}, which Task.defer uses for "
+            "options; rename them, or enqueue with app.enqueue(task, payload, ...)"
+        )
+
+
+def _split_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    options = {k: v for k, v in values.items() if k in RESERVED_OPTIONS}
+    payload = {k: v for k, v in values.items() if k not in RESERVED_OPTIONS}
+    return options, payload
+
+
+def _spec_from_options(
+    task: str, payload: dict[str, Any] | None, options: dict[str, Any]
+) -> JobSpec:
+    unknown = set(options) - {"at", "run_at", "delay", "queue", "key", "priority", "max_attempts"}
+    if unknown:
+        raise ConfigError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
+    return JobSpec(
+        task,
+        payload,
+        options.get("at") or options.get("run_at"),
+        options.get("delay"),
+        options.get("queue"),
+        options.get("key"),
+        options.get("priority"),
+        options.get("max_attempts"),
+    )
+
+
+def _is_async_connection(conn: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(conn, "execute", None))
+
+
+def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+    options: Sequence[str] = sorted(choices)
+    close = difflib.get_close_matches(name, options, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known: {', '.join(options)}" if options else ""

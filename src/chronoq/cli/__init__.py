@@ -1,0 +1,1 @@
+"""The chronoq command."""

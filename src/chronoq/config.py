@@ -1,0 +1,80 @@
+"""One validated, frozen configuration: explicit arguments > CHRONOQ_* environment > defaults."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from chronoq.errors import ConfigError
+from chronoq.storage.dsn import DEFAULT_DSN, store_kind
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Settings shared by the app, the worker, the CLI and the HTTP server."""
+
+    dsn: str = DEFAULT_DSN
+    payload_limit: int = MIB
+    default_queue: str = "default"
+    default_max_attempts: int = 20
+    default_lease: float = 60.0
+    pool_size: int = 4
+    connect_timeout: float = 10.0
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, /, **overrides: Any) -> Config:
+        """Defaults, then `CHRONOQ_<FIELD>` variables, then `overrides` (None means unset)."""
+        known = {f.name for f in fields(cls)}
+        for name in overrides:
+            if name not in known:
+                raise ConfigError(f"unknown setting {name!r}{_suggest(name, known)}")
+        values: dict[str, Any] = {}
+        env = os.environ if environ is None else environ
+        for field in fields(cls):
+            raw = env.get(f"CHRONOQ_{field.name.upper()}")
+            if raw is not None and raw != "":
+                values[field.name] = _coerce(field.name, field.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values).validated()
+
+    def validated(self) -> Config:
+        store_kind(self.dsn)
+        _require(self.payload_limit > 0, "payload_limit", "must be a positive number of bytes")
+        _require(bool(self.default_queue.strip()), "default_queue", "must not be empty")
+        _require(self.default_max_attempts >= 1, "default_max_attempts", "must be at least 1")
+        _require(self.default_lease > 0, "default_lease", "must be positive seconds")
+        _require(self.pool_size >= 1, "pool_size", "must be at least 1")
+        _require(self.connect_timeout > 0, "connect_timeout", "must be positive seconds")
+        return self
+
+    def with_dsn(self, dsn: str | None) -> Config:
+        return self if not dsn else replace(self, dsn=dsn).validated()
+
+
+def _coerce(name: str, kind: Any, raw: str) -> Any:
+    target = {"int": int, "float": float}.get(str(kind), str)
+    try:
+        return target(raw)
+    except ValueError:
+        raise ConfigError(
+            f"CHRONOQ_{name.upper()}={raw!r} is not a valid {target.__name__}"
+        ) from None
+
+
+def _require(ok: bool, name: str, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"setting {name!r} {why}")
+
+
+def _suggest(name: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return (
+        f"; did you mean {close[0]!r}?"
+        if close
+        else f"; known settings: {', '.join(sorted(known))}"
+    )

@@ -1,0 +1,1 @@
+"""Pure domain code: no I/O, no clocks of its own."""

@@ -1,0 +1,144 @@
+"""Jobs, their states, and what a worker reports about an attempt."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobStatus(enum.StrEnum):
+    """The job state machine (see docs/architecture.md)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in _FINAL
+
+
+_FINAL = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
+LIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
+
+
+class Outcome(enum.StrEnum):
+    """How an attempt ended, as the worker reports it to the store."""
+
+    DONE = "done"
+    RETRY = "retry"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job row as the store returns it. Times are aware UTC datetimes."""
+
+    id: int
+    queue: str
+    task: str
+    payload: dict[str, Any]
+    status: JobStatus
+    priority: int
+    run_at: datetime
+    attempts: int
+    max_attempts: int
+    lease_seconds: float
+    lease_token: int
+    locked_until: datetime | None
+    worker_id: str | None
+    key: str | None
+    errors: list[dict[str, Any]]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form used by `--json` output (times as ISO 8601 with offset)."""
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "task": self.task,
+            "payload": self.payload,
+            "status": str(self.status),
+            "priority": self.priority,
+            "run_at": _iso(self.run_at),
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "lease_seconds": self.lease_seconds,
+            "lease_token": self.lease_token,
+            "locked_until": _iso(self.locked_until),
+            "worker_id": self.worker_id,
+            "key": self.key,
+            "errors": self.errors,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One failed attempt in a job's error history."""
+
+    attempt: int
+    error: str
+    message: str
+    traceback: str
+    worker: str
+    started_at: str | None
+    finished_at: str | None
+    outcome: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "error": self.error,
+            "message": self.message,
+            "traceback": self.traceback,
+            "worker": self.worker,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "outcome": self.outcome,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """Number of jobs of one queue in one status."""
+
+    queue: str
+    status: JobStatus
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeup:
+    """When a worker should look again, on the database clock."""
+
+    db_now: datetime
+    next_run_at: datetime | None
+    next_lease_expiry: datetime | None
+
+    def seconds_until_next(self) -> float | None:
+        moments = [m for m in (self.next_run_at, self.next_lease_expiry) if m is not None]
+        if not moments:
+            return None
+        return max(0.0, (min(moments) - self.db_now).total_seconds())
+
+
+@dataclass(slots=True)
+class RescueResult:
+    """Jobs whose lease had expired, put back to pending or dead."""
+
+    requeued: list[int] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)

@@ -1,0 +1,130 @@
+"""Checks on what callers hand to enqueue. Each failure names the field and the fix."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+from chronoq.core.durations import parse_duration
+from chronoq.errors import (
+    ConfigError,
+    InvalidDuration,
+    InvalidPayload,
+    NaiveDatetime,
+    PayloadTooLarge,
+)
+
+MAX_NAME_LENGTH = 200
+MAX_KEY_LENGTH = 1000
+MAX_DELAY = timedelta(days=365 * 100)
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+def check_name(kind: str, value: object) -> str:
+    """Task and queue names: non-empty text without control characters, at most 200 chars."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{kind} name must be a non-empty string, got {value!r}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ConfigError(f"{kind} name is {len(value)} characters long; the limit is 200")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ConfigError(f"{kind} name {value!r} contains control characters")
+    return value
+
+
+def check_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"key must be a non-empty string, got {key!r}")
+    if len(key) > MAX_KEY_LENGTH:
+        raise ConfigError(f"key is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
+    if "\x00" in key:
+        raise ConfigError("key contains a NUL character")
+    return key
+
+
+def check_aware(field: str, moment: object) -> datetime:
+    if not isinstance(moment, datetime):
+        raise ConfigError(f"{field} must be a datetime, got {type(moment).__name__}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise NaiveDatetime(
+            f"{field}={moment.isoformat()} has no time zone: pass an aware datetime, "
+            "e.g. datetime.now(UTC) or dt.replace(tzinfo=ZoneInfo('Europe/Paris'))"
+        )
+    return moment
+
+
+def delay_seconds(delay: object) -> float:
+    """A delay given as timedelta, seconds, or text like "10s" / "5m", as seconds >= 0."""
+    if delay is None:
+        return 0.0
+    if isinstance(delay, str):
+        return parse_duration(delay).total_seconds()
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise InvalidDuration(
+            f"delay must be a timedelta, seconds or text like '10s', got {delay!r}"
+        )
+    if math.isnan(seconds) or seconds < 0:
+        raise InvalidDuration(f"delay must not be negative, got {delay!r}")
+    if seconds > MAX_DELAY.total_seconds():
+        raise InvalidDuration(f"delay {delay!r} is longer than 100 years")
+    return seconds
+
+
+def check_int(field: str, value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{field} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{field} must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_positive_seconds(field: str, value: object) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise ConfigError(f"{field} must be a positive number of seconds, got {value!r}")
+    if math.isinf(value) or value > MAX_DELAY.total_seconds():
+        raise ConfigError(f"{field} is out of range: {value!r}")
+    return float(value)
+
+
+def encode_payload(task: str, payload: object, limit: int) -> str:
+    """The payload as compact JSON text, or an error saying why it cannot be stored."""
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidPayload(
+            f"payload for task {task!r} must be a JSON object (a dict of arguments), "
+            f"got {type(payload).__name__}"
+        )
+    try:
+        text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"payload for task {task!r} is not valid JSON: {exc}") from None
+    if "\\u0000" in text:
+        raise InvalidPayload(
+            f"payload for task {task!r} contains a NUL character, which PostgreSQL cannot store"
+        )
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise PayloadTooLarge(
+            f"payload for task {task!r} is {size} bytes encoded; the limit is {limit} bytes "
+            "(raise payload_limit, or store the data elsewhere and pass a reference)"
+        )
+    return text
+
+
+def check_fits(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> None:
+    """Does the handler accept these keyword arguments? Raise InvalidPayload naming the gap."""
+    try:
+        signature.bind(**payload)
+    except TypeError as exc:
+        raise InvalidPayload(f"payload does not fit task {task}{signature}: {exc}") from None

@@ -1,0 +1,110 @@
+"""The one error tree of chronoq.
+
+```
+ChronoqError                      base of every error chronoq raises on purpose
+├── ConfigError                   a setting is missing, malformed or out of range
+│   └── InvalidDSN                a DSN chronoq cannot use (its password is never echoed)
+├── StoreError                    the store failed to do what was asked
+│   ├── StoreUnavailable          the database cannot be reached
+│   ├── SchemaMissing             the tables are not there: run `chronoq migrate`
+│   └── KeyConflict               a requeued job's key is held by another live job
+├── EnqueueError                  a job was refused at enqueue; nothing was stored
+│   ├── UnknownTask               no task of that name is registered with the app
+│   ├── UnknownQueue              no task of the app uses that queue
+│   ├── NaiveDatetime             a datetime without a time zone
+│   ├── InvalidPayload            not a JSON object, or it does not fit the handler's signature
+│   └── PayloadTooLarge           the encoded payload is over the configured limit
+├── InvalidDuration               a duration such as "10s" or "5m" could not be read
+├── JobNotFound                   no job with that id
+└── JobLost                       the worker no longer owns the job (its lease token is stale)
+```
+
+Control flow raised by handlers is kept apart from failures (see `chronoq.Retry` and
+`chronoq.Discard`): they are not errors and do not inherit from `ChronoqError`.
+"""
+
+from __future__ import annotations
+
+
+class ChronoqError(Exception):
+    """chronoq failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(ChronoqError):
+    """A setting is missing, malformed or out of range."""
+
+
+class InvalidDSN(ConfigError):
+    """The DSN is not one chronoq can use."""
+
+
+class StoreError(ChronoqError):
+    """The store failed to do what was asked."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached."""
+
+
+class SchemaMissing(StoreError):
+    """The chronoq tables are missing: run `chronoq migrate` first."""
+
+
+class KeyConflict(StoreError):
+    """The job's key is already held by another live job."""
+
+
+class EnqueueError(ChronoqError):
+    """The job was refused; nothing was stored."""
+
+
+class UnknownTask(EnqueueError):
+    """No task of that name is registered."""
+
+
+class UnknownQueue(EnqueueError):
+    """No registered task uses that queue."""
+
+
+class NaiveDatetime(EnqueueError):
+    """The datetime has no time zone; pass an aware datetime."""
+
+
+class InvalidPayload(EnqueueError):
+    """The payload is not a JSON object that fits the handler."""
+
+
+class PayloadTooLarge(EnqueueError):
+    """The encoded payload is larger than the configured limit."""
+
+
+class InvalidDuration(ChronoqError):
+    """The duration could not be read; use forms like 30s, 5m, 2h, 7d or 1h30m."""
+
+
+class JobNotFound(ChronoqError):
+    """No job has that id."""
+
+
+class JobLost(ChronoqError):
+    """The worker no longer owns this job: its lease expired and the job was claimed again."""
+
+
+class Retry(Exception):
+    """Raised by a handler to run the job again after `delay` seconds (an attempt is used)."""
+
+    def __init__(self, delay: float | None = None, reason: str = "") -> None:
+        super().__init__(reason or "retry requested")
+        self.delay = delay
+        self.reason = reason
+
+
+class Discard(Exception):
+    """Raised by a handler to stop the job for good: it ends `cancelled` with the reason."""
+
+    def __init__(self, reason: str = "discarded by handler") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,58 @@
+"""DSNs: which store a DSN names, and how to show it without its password."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from chronoq.errors import InvalidDSN
+
+DEFAULT_DSN = "sqlite:///chronoq.db"
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
+_PASSWORD_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(dsn: str) -> str:
+    """The DSN with any password replaced by `***`, safe to print and log."""
+    return _PASSWORD_IN_KV.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***\3", dsn))
+
+
+def store_kind(dsn: str) -> str:
+    """`sqlite` or `postgres`, or InvalidDSN naming what is wrong."""
+    if not dsn or not dsn.strip():
+        raise InvalidDSN("the DSN is empty: use sqlite:///path.db or postgresql://user@host/db")
+    scheme = dsn.split(":", 1)[0].lower() if ":" in dsn else ""
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in ("postgresql", "postgres"):
+        return "postgres"
+    raise InvalidDSN(
+        f"unsupported DSN {redact(dsn)!r}: it must start with sqlite:/// or postgresql://"
+    )
+
+
+def sqlite_path(dsn: str) -> str:
+    """The file a `sqlite:///relative.db` or `sqlite:////absolute.db` DSN names."""
+    if not dsn.lower().startswith("sqlite:///"):
+        raise InvalidDSN(
+            f"invalid SQLite DSN {dsn!r}: write sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db"
+        )
+    path = dsn[len("sqlite:///") :].split("?", 1)[0]
+    if not path or path == ":memory:":
+        raise InvalidDSN(
+            f"invalid SQLite DSN {dsn!r}: name a file; workers in other processes must share it"
+        )
+    return str(Path(path))
+
+
+def check_postgres_dsn(dsn: str) -> None:
+    """Reject a malformed PostgreSQL URL early, naming the problem but never the password."""
+    try:
+        parts = urlsplit(dsn)
+        _ = parts.port  # raises ValueError on a non-numeric or out-of-range port
+    except ValueError as exc:
+        raise InvalidDSN(f"malformed PostgreSQL DSN {redact(dsn)!r}: {exc}") from None
+    if not (parts.hostname or parts.path.strip("/") or "host=" in parts.query):
+        raise InvalidDSN(f"malformed PostgreSQL DSN {redact(dsn)!r}: no host or database")

@@ -1,0 +1,415 @@
+"""The PostgreSQL store: production storage and `FOR UPDATE SKIP LOCKED` claims.
+
+Connections come from a small psycopg pool in autocommit mode: every statement here is one
+atomic unit, so none of them holds a transaction open across a round trip. Statements are
+prepared by psycopg after a few executions, which matters for the claim and finish hot paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
+from chronoq.errors import SchemaMissing, StoreError, StoreUnavailable
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    DeadRequeueResult,
+    JobClaimParams,
+    JobFinishParams,
+    JobInsertParams,
+    JobInsertResult,
+    JobLeaseRef,
+    JobListParams,
+    JobRescueParams,
+)
+from chronoq.storage.dsn import check_postgres_dsn, redact
+from chronoq.storage.rows import job_from_row
+from chronoq.storage.sqlfile import load_migrations, load_queries
+
+log = logging.getLogger("chronoq.storage.postgres")
+Q = load_queries("chronoq.storage.postgres", "queries.sql")
+COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
+
+
+class PostgresStore:
+    """`JobStore` on PostgreSQL ≥ 13."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
+        check_postgres_dsn(dsn)
+        self.dsn = dsn
+        self.dsn_display = redact(dsn)
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            open=False,
+            name="chronoq",
+            configure=_configure_session,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except Exception as exc:
+            self._pool.close()
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self.dsn_display}: {_first_line(exc)}"
+            ) from None
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.errors.UndefinedTable as exc:
+            raise SchemaMissing(
+                f"the chronoq tables are missing in {self.dsn_display}: run `chronoq migrate`"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"PostgreSQL at {self.dsn_display} failed: {_first_line(exc)}"
+            ) from exc
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        applied: list[str] = []
+        with self._conn() as conn, conn.transaction():
+            conn.execute(Q["migrations_lock"])
+            conn.execute(Q["migrations_table"])
+            done = {row["name"] for row in conn.execute(Q["migrations_applied"])}
+            for name, sql in load_migrations("chronoq.storage.postgres"):
+                if name in done:
+                    continue
+                conn.execute(sql)
+                conn.execute(Q["migrations_record"], {"name": name})
+                applied.append(name)
+        return applied
+
+    def schema_present(self) -> bool:
+        with self._conn() as conn:
+            row = conn.execute(Q["schema_check"]).fetchone()
+        return bool(row and row["present"])
+
+    def db_now(self) -> datetime:
+        with self._conn() as conn:
+            row = conn.execute(Q["db_now"]).fetchone()
+        assert row is not None
+        now: datetime = row["now"]
+        return now
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def job_insert_many(
+        self, params: Sequence[JobInsertParams], conn: Any = None
+    ) -> list[JobInsertResult]:
+        if not params:
+            return []
+        if conn is not None:
+            return self._insert_on(conn, params)
+        with self._conn() as own, own.transaction():
+            return self._insert_on(own, params)
+
+    def _insert_on(
+        self, conn: psycopg.Connection[Any], params: Sequence[JobInsertParams]
+    ) -> list[JobInsertResult]:
+        with conn.cursor(row_factory=dict_row) as cur:
+            if len(params) == 1:
+                return [_insert_one(cur, params[0])]
+            return _insert_bulk(cur, params)
+
+    async def job_insert_many_async(
+        self, params: Sequence[JobInsertParams], conn: Any
+    ) -> list[JobInsertResult]:
+        """Enqueue on the caller's async psycopg connection, inside its transaction."""
+        if not params:
+            return []
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(Q["job_reserve_ids"], {"count": len(params)})
+            reserved = await cur.fetchall()
+            ids = [row["id"] for row in reserved]
+            args = _unnest_args(ids, _run_ats(reserved[0]["now"], params), params)
+            await cur.execute(Q["job_insert_many"], args)
+            created = {row["id"] for row in await cur.fetchall()}
+            missing = _missing_keys(ids, created, params)
+            live: dict[str, int] = {}
+            if missing:
+                await cur.execute(Q["job_live_ids_by_key"], {"keys": missing})
+                live = {row["key"]: row["id"] for row in await cur.fetchall()}
+        return _results(ids, created, live, params)
+
+    # -- the worker's statements ----------------------------------------------------------
+
+    def job_claim(self, params: JobClaimParams) -> list[Job]:
+        args = {
+            "queues": list(params.queues),
+            "limit": params.limit,
+            "worker_id": params.worker_id,
+            "now": params.now,
+        }
+        with self._conn() as conn:
+            rows = conn.execute(Q["job_claim"], args).fetchall()
+        jobs = [job_from_row(row) for row in rows]
+        jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
+        return jobs
+
+    def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
+        if not params:
+            return set()
+        args = {
+            "ids": [p.id for p in params],
+            "tokens": [p.lease_token for p in params],
+            "outcomes": [str(p.outcome) for p in params],
+            "delays": [p.retry_delay for p in params],
+            "errors": [Jsonb(p.error) if p.error is not None else None for p in params],
+        }
+        with self._conn() as conn:
+            return {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
+
+    def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
+        with conn.cursor() as cur:
+            cur.execute(Q["job_complete_in"], {"id": ref.id, "token": ref.lease_token})
+            return cur.fetchone() is not None
+
+    async def job_complete_in_async(self, conn: Any, ref: JobLeaseRef) -> bool:
+        async with conn.cursor() as cur:
+            await cur.execute(Q["job_complete_in"], {"id": ref.id, "token": ref.lease_token})
+            return await cur.fetchone() is not None
+
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        return self._fenced_refs("job_heartbeat_many", refs)
+
+    def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        return self._fenced_refs("job_release_many", refs)
+
+    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef]) -> set[int]:
+        if not refs:
+            return set()
+        args = {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]}
+        with self._conn() as conn:
+            return {row["id"] for row in conn.execute(Q[query], args)}
+
+    def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
+        result = RescueResult()
+        with self._conn() as conn:
+            rows = conn.execute(
+                Q["job_rescue_expired"], {"limit": params.limit, "now": params.now}
+            ).fetchall()
+        for row in rows:
+            target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
+            target.append(row["id"])
+        return result
+
+    def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
+        with self._conn() as conn:
+            row = conn.execute(Q["job_next_wakeup"], {"queues": list(queues)}).fetchone()
+        assert row is not None
+        return Wakeup(row["db_now"], row["next_run_at"], row["next_lease_expiry"])
+
+    # -- inspection and administration ----------------------------------------------------
+
+    def job_get(self, job_id: int) -> Job | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["job_get"], {"id": job_id}).fetchone()
+        return job_from_row(row) if row else None
+
+    def job_list(self, params: JobListParams) -> list[Job]:
+        args = {
+            "statuses": [str(s) for s in params.statuses],
+            "queue": params.queue,
+            "task": params.task,
+            "before_id": params.before_id,
+            "limit": params.limit,
+        }
+        with self._conn() as conn:
+            return [job_from_row(row) for row in conn.execute(Q["job_list"], args)]
+
+    def job_cancel(self, job_id: int) -> Job | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["job_cancel"], {"id": job_id}).fetchone()
+        if row is not None:
+            return job_from_row(row)
+        return self.job_get(job_id)
+
+    def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
+        args = {
+            "all": params.ids is None,
+            "ids": list(params.ids or []),
+            "queue": params.queue,
+        }
+        with self._conn() as conn, conn.transaction():
+            wanted = {row["id"] for row in conn.execute(Q["dead_ids"], args)}
+            requeued = {row["id"] for row in conn.execute(Q["dead_requeue"], args)}
+        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
+
+    def dead_purge(self, params: DeadPurgeParams) -> int:
+        args = {"older_than": params.older_than.total_seconds(), "queue": params.queue}
+        with self._conn() as conn:
+            return conn.execute(Q["dead_purge"], args).rowcount
+
+    def stats(self) -> list[Stat]:
+        with self._conn() as conn:
+            rows = conn.execute(Q["stats"]).fetchall()
+        return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]
+
+    def open_listener(self) -> PostgresListener:
+        return PostgresListener(self.dsn, self.dsn_display)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> JobInsertResult:
+    args = {
+        "queue": job.queue,
+        "task": job.task,
+        "payload": job.payload_json,
+        "priority": job.priority,
+        "run_at": job.run_at,
+        "delay": job.delay_seconds,
+        "max_attempts": job.max_attempts,
+        "lease_seconds": job.lease_seconds,
+        "key": job.key,
+    }
+    # A live job holding the key may finish between our INSERT and our look-up; then the key is
+    # free again and the next INSERT succeeds, so this settles within a few rounds.
+    for _ in range(10):
+        row = cur.execute(Q["job_insert"], args).fetchone()
+        if row is not None:
+            return JobInsertResult(row["id"], created=True)
+        existing = cur.execute(Q["job_live_ids_by_key"], {"keys": [job.key]}).fetchone()
+        if existing is not None:
+            return JobInsertResult(existing["id"], created=False)
+    raise StoreUnavailable(f"could not settle the key {job.key!r}: it keeps changing hands")
+
+
+def _insert_bulk(
+    cur: psycopg.Cursor[dict[str, Any]], jobs: Sequence[JobInsertParams]
+) -> list[JobInsertResult]:
+    reserved = cur.execute(Q["job_reserve_ids"], {"count": len(jobs)}).fetchall()
+    ids = [row["id"] for row in reserved]
+    run_ats = _run_ats(reserved[0]["now"], jobs)
+    if len(jobs) >= COPY_THRESHOLD and all(job.key is None for job in jobs):
+        _copy_rows(cur, ids, run_ats, jobs)
+        return [JobInsertResult(job_id, created=True) for job_id in ids]
+    created = {
+        row["id"] for row in cur.execute(Q["job_insert_many"], _unnest_args(ids, run_ats, jobs))
+    }
+    missing = _missing_keys(ids, created, jobs)
+    live: dict[str, int] = {}
+    if missing:
+        rows = cur.execute(Q["job_live_ids_by_key"], {"keys": missing}).fetchall()
+        live = {row["key"]: row["id"] for row in rows}
+    return _results(ids, created, live, jobs)
+
+
+def _run_ats(db_now: datetime, jobs: Sequence[JobInsertParams]) -> list[datetime]:
+    return [job.run_at or db_now + timedelta(seconds=job.delay_seconds) for job in jobs]
+
+
+def _copy_rows(
+    cur: psycopg.Cursor[dict[str, Any]],
+    ids: list[int],
+    run_ats: list[datetime],
+    jobs: Sequence[JobInsertParams],
+) -> None:
+    with cur.copy(Q["job_copy_many"]) as copy:
+        for job_id, run_at, job in zip(ids, run_ats, jobs, strict=True):
+            copy.write_row(
+                (
+                    job_id,
+                    job.queue,
+                    job.task,
+                    job.payload_json,
+                    job.priority,
+                    run_at,
+                    job.max_attempts,
+                    job.lease_seconds,
+                )
+            )
+
+
+def _unnest_args(
+    ids: list[int], run_ats: list[datetime], jobs: Sequence[JobInsertParams]
+) -> dict[str, Any]:
+    return {
+        "ids": ids,
+        "queues": [job.queue for job in jobs],
+        "tasks": [job.task for job in jobs],
+        "payloads": [job.payload_json for job in jobs],
+        "priorities": [job.priority for job in jobs],
+        "run_ats": run_ats,
+        "max_attempts": [job.max_attempts for job in jobs],
+        "lease_seconds": [job.lease_seconds for job in jobs],
+        "keys": [job.key for job in jobs],
+    }
+
+
+def _missing_keys(ids: list[int], created: set[int], jobs: Sequence[JobInsertParams]) -> list[str]:
+    return [
+        job.key
+        for job_id, job in zip(ids, jobs, strict=True)
+        if job_id not in created and job.key is not None
+    ]
+
+
+def _results(
+    ids: list[int], created: set[int], live: dict[str, int], jobs: Sequence[JobInsertParams]
+) -> list[JobInsertResult]:
+    results = []
+    for job_id, job in zip(ids, jobs, strict=True):
+        if job_id in created:
+            results.append(JobInsertResult(job_id, created=True))
+        elif job.key is not None and job.key in live:
+            results.append(JobInsertResult(live[job.key], created=False))
+        else:
+            # The live job holding the key finished between the INSERT and the look-up; the
+            # caller's enqueue is retried as a whole rather than returning a wrong id.
+            raise StoreError(f"job with key {job.key!r} was neither inserted nor found; retry")
+    return results
+
+
+class PostgresListener:
+    """LISTEN on a dedicated connection; `wait` returns on the first notification."""
+
+    def __init__(self, dsn: str, dsn_display: str) -> None:
+        self._dsn_display = dsn_display
+        try:
+            self._conn = psycopg.connect(dsn, autocommit=True)
+            _configure_session(self._conn)
+            self._conn.execute(Q["listen"])
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot LISTEN on PostgreSQL at {dsn_display}: {_first_line(exc)}"
+            ) from None
+
+    def wait(self, timeout: float) -> bool:
+        try:
+            for _ in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                return True
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"lost the LISTEN connection to {self._dsn_display}: {_first_line(exc)}"
+            ) from exc
+        return False
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _configure_session(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(Q["session_setup"])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,183 @@
+-- Queries of the SQLite store. Times are integer microseconds since the epoch (UTC); :now is the
+-- store's clock reading taken inside the write transaction (the host clock is the database clock
+-- of an embedded database). Batches arrive as JSON arrays and are unpacked with json_each.
+
+-- name: migrations_table
+CREATE TABLE IF NOT EXISTS chronoq_migrations (
+    name       TEXT PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+)
+
+-- name: migrations_applied
+SELECT name FROM chronoq_migrations ORDER BY name
+
+-- name: migrations_record
+INSERT INTO chronoq_migrations (name, applied_at) VALUES (:name, :now)
+
+-- name: schema_check
+SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'chronoq_jobs'
+
+-- name: job_insert
+INSERT INTO chronoq_jobs
+    (queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, created_at)
+VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :key, :now)
+ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
+RETURNING id
+
+-- name: job_live_id_by_key
+SELECT id FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
+
+-- name: job_claim
+-- Runs inside BEGIN IMMEDIATE: the write lock is taken before the read, so two processes can
+-- never pick the same rows (SQLite's stand-in for FOR UPDATE SKIP LOCKED).
+UPDATE chronoq_jobs
+SET status = 'running',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    worker_id = :worker_id,
+    started_at = :now,
+    locked_until = :now + CAST(lease_seconds * 1000000 AS INTEGER)
+WHERE id IN (
+    SELECT id FROM chronoq_jobs
+    WHERE status = 'pending'
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND run_at <= :now
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING *
+
+-- name: job_finish_many
+UPDATE chronoq_jobs
+SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
+    run_at = CASE WHEN o.outcome = 'retry'
+                  THEN :now + CAST(o.delay * 1000000 AS INTEGER)
+                  ELSE chronoq_jobs.run_at END,
+    locked_until = NULL,
+    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE :now END,
+    errors = CASE WHEN o.error IS NULL THEN chronoq_jobs.errors
+                  ELSE json_insert(chronoq_jobs.errors, '$[#]', json_set(json(o.error),
+                      '$.started_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', chronoq_jobs.started_at / 1000000.0, 'unixepoch'),
+                      '$.finished_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', :now / 1000000.0, 'unixepoch')))
+             END
+FROM (
+    SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, json_extract(value, '$.outcome') AS outcome,
+           json_extract(value, '$.delay') AS delay, json_extract(value, '$.error') AS error
+    FROM json_each(:items)
+) AS o
+WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
+  AND chronoq_jobs.status = 'running'
+RETURNING chronoq_jobs.id
+
+-- name: job_complete_in
+UPDATE chronoq_jobs
+SET status = 'done', locked_until = NULL, finished_at = :now
+WHERE id = :id AND lease_token = :token AND status = 'running'
+RETURNING id
+
+-- name: job_heartbeat_many
+UPDATE chronoq_jobs
+SET locked_until = :now + CAST(lease_seconds * 1000000 AS INTEGER)
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
+  AND chronoq_jobs.status = 'running'
+RETURNING chronoq_jobs.id
+
+-- name: job_release_many
+UPDATE chronoq_jobs
+SET status = 'pending', attempts = attempts - 1, locked_until = NULL, worker_id = NULL,
+    started_at = NULL
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
+  AND chronoq_jobs.status = 'running'
+RETURNING chronoq_jobs.id
+
+-- name: job_rescue_expired
+UPDATE chronoq_jobs
+SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = :now,
+    finished_at = CASE WHEN attempts >= max_attempts THEN :now END,
+    locked_until = NULL,
+    worker_id = NULL,
+    errors = json_insert(errors, '$[#]', json_object(
+        'attempt', attempts,
+        'error', 'LeaseExpired',
+        'message', 'the lease expired before worker ' || coalesce(worker_id, '?')
+                   || ' reported back (crashed, stalled or cut off)',
+        'traceback', '',
+        'worker', worker_id,
+        'started_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', started_at / 1000000.0, 'unixepoch'),
+        'finished_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', :now / 1000000.0, 'unixepoch'),
+        'outcome', CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END))
+WHERE id IN (
+    SELECT id FROM chronoq_jobs
+    WHERE status = 'running' AND locked_until < :now
+    ORDER BY locked_until
+    LIMIT :limit
+)
+RETURNING id, status
+
+-- name: job_next_run_at
+SELECT min(run_at) AS next_run_at FROM chronoq_jobs
+WHERE status = 'pending' AND queue IN (SELECT value FROM json_each(:queues))
+
+-- name: job_next_lease_expiry
+SELECT min(locked_until) AS next_lease_expiry FROM chronoq_jobs WHERE status = 'running'
+
+-- name: job_get
+SELECT * FROM chronoq_jobs WHERE id = :id
+
+-- name: job_list
+SELECT * FROM chronoq_jobs
+WHERE (json_array_length(:statuses) = 0
+       OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: job_cancel
+UPDATE chronoq_jobs
+SET status = 'cancelled', locked_until = NULL, finished_at = :now
+WHERE id = :id AND status IN ('pending', 'running')
+RETURNING *
+
+-- name: dead_ids
+SELECT id FROM chronoq_jobs
+WHERE status = 'dead'
+  AND (:all OR id IN (SELECT value FROM json_each(:ids)))
+  AND (:queue IS NULL OR queue = :queue)
+
+-- name: dead_requeue
+-- Same rule as PostgreSQL: a dead job whose key a live job holds stays dead, and of several dead
+-- jobs sharing a key only the newest is requeued.
+UPDATE chronoq_jobs
+SET status = 'pending', attempts = 0, run_at = :now, locked_until = NULL, worker_id = NULL,
+    started_at = NULL, finished_at = NULL
+WHERE id IN (
+    SELECT max(d.id) FROM chronoq_jobs AS d
+    WHERE d.status = 'dead'
+      AND (:all OR d.id IN (SELECT value FROM json_each(:ids)))
+      AND (:queue IS NULL OR d.queue = :queue)
+      AND NOT EXISTS (
+          SELECT 1 FROM chronoq_jobs AS l
+          WHERE d.key IS NOT NULL AND l.key = d.key AND l.status IN ('pending', 'running'))
+    GROUP BY coalesce(d.key, 'id:' || d.id)
+)
+RETURNING id
+
+-- name: dead_purge
+DELETE FROM chronoq_jobs
+WHERE status = 'dead'
+  AND finished_at <= :now - :older_than
+  AND (:queue IS NULL OR queue = :queue)
+
+-- name: stats
+SELECT queue, status, count(*) AS count
+FROM chronoq_jobs
+GROUP BY queue, status
+ORDER BY queue, status
+
+-- name: data_version
+PRAGMA data_version

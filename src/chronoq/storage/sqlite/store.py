@@ -1,0 +1,346 @@
+"""The SQLite store: the embedded default, one file, no server.
+
+One connection per store, guarded by a lock: SQLite admits one writer at a time anyway, and a
+single connection keeps prepared statements warm. Writes run in `BEGIN IMMEDIATE` so the write
+lock is taken before anything is read; several worker processes on one file then serialise their
+claims instead of failing with SQLITE_BUSY on a lock upgrade. WAL lets readers go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
+from chronoq.errors import SchemaMissing, StoreUnavailable
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    DeadRequeueResult,
+    JobClaimParams,
+    JobFinishParams,
+    JobInsertParams,
+    JobInsertResult,
+    JobLeaseRef,
+    JobListParams,
+    JobRescueParams,
+)
+from chronoq.storage.dsn import sqlite_path
+from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
+from chronoq.storage.sqlfile import load_migrations, load_queries
+
+Q = load_queries("chronoq.storage.sqlite", "queries.sql")
+BUSY_TIMEOUT_MS = 30_000
+CHANGE_POLL_SECONDS = 0.02
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+class SqliteStore:
+    """`JobStore` on one SQLite file. Migrates itself on open: there is no server to prepare."""
+
+    def __init__(self, dsn: str, *, migrate: bool = True) -> None:
+        self.path = sqlite_path(dsn)
+        self.dsn_display = dsn
+        self._lock = threading.RLock()
+        self._db = _connect(self.path)
+        if migrate:
+            self.migrate()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.OperationalError as exc:
+                raise _translate(exc, self.path) from exc
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        applied: list[str] = []
+        with self._write() as db:
+            db.execute(Q["migrations_table"])
+            done = {row["name"] for row in db.execute(Q["migrations_applied"])}
+            for name, sql in load_migrations("chronoq.storage.sqlite"):
+                if name in done:
+                    continue
+                for statement in _statements(sql):
+                    db.execute(statement)
+                db.execute(Q["migrations_record"], {"name": name, "now": now_micros()})
+                applied.append(name)
+        return applied
+
+    def schema_present(self) -> bool:
+        with self._read() as db:
+            return bool(db.execute(Q["schema_check"]).fetchone()["present"])
+
+    def db_now(self) -> datetime:
+        return datetime.fromtimestamp(now_micros() / 1_000_000, tz=UTC)
+
+    # -- enqueue --------------------------------------------------------------------------
+
+    def job_insert_many(
+        self, params: Sequence[JobInsertParams], conn: Any = None
+    ) -> list[JobInsertResult]:
+        if not params:
+            return []
+        if conn is not None:
+            return [_insert_one(conn, job, now_micros()) for job in params]
+        with self._write() as db:
+            now = now_micros()
+            return [_insert_one(db, job, now) for job in params]
+
+    # -- the worker's statements ----------------------------------------------------------
+
+    def job_claim(self, params: JobClaimParams) -> list[Job]:
+        with self._write() as db:
+            rows = db.execute(
+                Q["job_claim"],
+                {
+                    "queues": json.dumps(list(params.queues)),
+                    "limit": params.limit,
+                    "worker_id": params.worker_id,
+                    "now": _pinned(params.now),
+                },
+            ).fetchall()
+        jobs = [_job(row) for row in rows]
+        jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
+        return jobs
+
+    def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
+        if not params:
+            return set()
+        items = [
+            {
+                "id": p.id,
+                "token": p.lease_token,
+                "outcome": str(p.outcome),
+                "delay": p.retry_delay,
+                "error": p.error,
+            }
+            for p in params
+        ]
+        with self._write() as db:
+            rows = db.execute(
+                Q["job_finish_many"], {"items": json.dumps(items), "now": now_micros()}
+            ).fetchall()
+        return {row["id"] for row in rows}
+
+    def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
+        args = {"id": ref.id, "token": ref.lease_token, "now": now_micros()}
+        return conn.execute(Q["job_complete_in"], args).fetchone() is not None
+
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        return self._fenced_refs("job_heartbeat_many", refs)
+
+    def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        return self._fenced_refs("job_release_many", refs)
+
+    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef]) -> set[int]:
+        if not refs:
+            return set()
+        pairs = json.dumps([[r.id, r.lease_token] for r in refs])
+        with self._write() as db:
+            rows = db.execute(Q[query], {"refs": pairs, "now": now_micros()}).fetchall()
+        return {row["id"] for row in rows}
+
+    def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
+        result = RescueResult()
+        with self._write() as db:
+            rows = db.execute(
+                Q["job_rescue_expired"], {"limit": params.limit, "now": _pinned(params.now)}
+            ).fetchall()
+        for row in rows:
+            target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
+            target.append(row["id"])
+        return result
+
+    def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
+        with self._read() as db:
+            now = now_micros()
+            next_run = db.execute(Q["job_next_run_at"], {"queues": json.dumps(list(queues))})
+            next_run_at = next_run.fetchone()["next_run_at"]
+            next_expiry = db.execute(Q["job_next_lease_expiry"]).fetchone()["next_lease_expiry"]
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return Wakeup(db_now, micros_to_datetime(next_run_at), micros_to_datetime(next_expiry))
+
+    # -- inspection and administration ----------------------------------------------------
+
+    def job_get(self, job_id: int) -> Job | None:
+        with self._read() as db:
+            row = db.execute(Q["job_get"], {"id": job_id}).fetchone()
+        return _job(row) if row else None
+
+    def job_list(self, params: JobListParams) -> list[Job]:
+        args = {
+            "statuses": json.dumps([str(s) for s in params.statuses]),
+            "queue": params.queue,
+            "task": params.task,
+            "before_id": params.before_id,
+            "limit": params.limit,
+        }
+        with self._read() as db:
+            return [_job(row) for row in db.execute(Q["job_list"], args)]
+
+    def job_cancel(self, job_id: int) -> Job | None:
+        with self._write() as db:
+            row = db.execute(Q["job_cancel"], {"id": job_id, "now": now_micros()}).fetchone()
+            if row is None:
+                row = db.execute(Q["job_get"], {"id": job_id}).fetchone()
+        return _job(row) if row else None
+
+    def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
+        args = {
+            "all": params.ids is None,
+            "ids": json.dumps(list(params.ids or [])),
+            "queue": params.queue,
+            "now": now_micros(),
+        }
+        with self._write() as db:
+            wanted = {row["id"] for row in db.execute(Q["dead_ids"], args)}
+            requeued = {row["id"] for row in db.execute(Q["dead_requeue"], args).fetchall()}
+        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
+
+    def dead_purge(self, params: DeadPurgeParams) -> int:
+        args = {
+            "older_than": int(params.older_than.total_seconds() * 1_000_000),
+            "queue": params.queue,
+            "now": now_micros(),
+        }
+        with self._write() as db:
+            return db.execute(Q["dead_purge"], args).rowcount
+
+    def stats(self) -> list[Stat]:
+        with self._read() as db:
+            rows = db.execute(Q["stats"]).fetchall()
+        return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]
+
+    def open_listener(self) -> SqliteListener:
+        return SqliteListener(self.path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    folder = Path(path).parent
+    if not folder.exists():
+        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {folder} does not exist")
+    try:
+        # The timeout is SQLite's busy timeout: how long a writer waits for another's lock.
+        db = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from None
+    return db
+
+
+def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
+    run_at = (
+        datetime_to_micros(job.run_at)
+        if job.run_at is not None
+        else now + int(job.delay_seconds * 1_000_000)
+    )
+    args = {
+        "queue": job.queue,
+        "task": job.task,
+        "payload": job.payload_json,
+        "priority": job.priority,
+        "run_at": run_at,
+        "max_attempts": job.max_attempts,
+        "lease_seconds": job.lease_seconds,
+        "key": job.key,
+        "now": now,
+    }
+    row = db.execute(Q["job_insert"], args).fetchone()
+    if row is not None:
+        return JobInsertResult(row[0], created=True)
+    # Inside one write transaction nobody else can free the key between the two statements.
+    existing = db.execute(Q["job_live_id_by_key"], {"key": job.key}).fetchone()
+    return JobInsertResult(existing[0], created=False)
+
+
+def _job(row: Mapping[str, Any]) -> Job:
+    return job_from_row(row, micros_to_datetime)
+
+
+def _pinned(moment: datetime | None) -> int:
+    return datetime_to_micros(moment) if moment is not None else now_micros()
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements, using SQLite's own tokenizer to find their ends."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise ValueError(f"migration ends with an incomplete statement: {pending.strip()[:80]}")
+    return statements
+
+
+def _translate(exc: sqlite3.OperationalError, path: str) -> Exception:
+    if "no such table" in str(exc):
+        return SchemaMissing(f"the chronoq tables are missing in {path}: run `chronoq migrate`")
+    return StoreUnavailable(f"SQLite database {path} failed: {exc}")
+
+
+class SqliteListener:
+    """Notices commits by any process through `PRAGMA data_version`, which costs no disk read."""
+
+    def __init__(self, path: str) -> None:
+        self._db = _connect(path)
+        self._version = self._read_version()
+
+    def _read_version(self) -> int:
+        return int(self._db.execute(Q["data_version"]).fetchone()[0])
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            version = self._read_version()
+            if version != self._version:
+                self._version = version
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(CHANGE_POLL_SECONDS, remaining))
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,1 @@
+"""Worker processes: the claim loop, handler execution, leases and the multi-process supervisor."""

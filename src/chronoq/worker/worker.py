@@ -1,0 +1,631 @@
+"""The worker: claims due jobs, runs them, keeps their leases, and reports how they ended.
+
+```
+             wake-ups: a slot frees · NOTIFY / data_version · timer at next run_at or lease expiry
+                 │
+  claim loop ────┴── job_claim(min(free slots, batch)) ──────────────────────────► store
+      │ one asyncio task per job: async handlers on the loop, sync ones in a thread pool
+      ▼
+  results queue ── completer: job_finish_many(everything finished so far) ───────► store
+  heartbeater ──── job_heartbeat_many(jobs whose lease is a third gone) ─────────► store
+```
+
+Every store call runs in a small I/O thread pool so the loop never blocks on the database, and
+every write is fenced by the job's lease token: a rejected write means the job was rescued and
+claimed again elsewhere (this worker stalled or was cut off); it is counted, logged, and dropped.
+Store failures never end the loop: it logs them and backs off, because a database restart is an
+ordinary event for a long-running worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chronoq.core.jobs import Job, Outcome
+from chronoq.errors import ConfigError, Discard, Retry, StoreError
+from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
+from chronoq.worker.context import JobContext
+
+if TYPE_CHECKING:
+    from chronoq.app import App, Task
+
+log = logging.getLogger("chronoq.worker")
+TRACEBACK_LIMIT = 4000
+MESSAGE_LIMIT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How a worker runs. `queues=None` serves every queue the app's tasks use."""
+
+    queues: Sequence[str] | None = None
+    concurrency: int = 10
+    batch_size: int | None = None
+    burst: bool = False
+    poll_interval: float = 5.0
+    rescue_interval: float = 5.0
+    shutdown_grace: float = 30.0
+    worker_id: str | None = None
+
+    def validated(self) -> WorkerOptions:
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, got {self.batch_size}")
+        for name in ("poll_interval", "rescue_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive seconds, got {getattr(self, name)}")
+        if self.shutdown_grace < 0:
+            raise ConfigError(f"shutdown_grace must not be negative, got {self.shutdown_grace}")
+        return self
+
+
+class WorkerSignals:
+    """Hooks the worker calls at each step; no-ops in production, events in tests."""
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        """Jobs were claimed."""
+
+    def finished(self, job: Job, outcome: Outcome, accepted: bool) -> None:
+        """The store recorded (accepted) or fenced off (not accepted) how an attempt ended."""
+
+    def idle(self) -> None:
+        """A claim round found nothing more to do for now."""
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    released: int = 0
+    rescued: int = 0
+    abandoned: int = 0
+
+
+@dataclass(eq=False)
+class _Running:
+    job: Job
+    ctx: JobContext
+    started: float = field(default_factory=time.monotonic)
+    heartbeat_due: float = 0.0
+    task: asyncio.Task[None] | None = None
+    in_thread: bool = False
+
+
+@dataclass(eq=False)
+class _Runtime:
+    """What exists only while the worker runs on an event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    heartbeat_wake: asyncio.Event = field(default_factory=asyncio.Event)
+    stop_now: asyncio.Event = field(default_factory=asyncio.Event)
+    results: asyncio.Queue[_Result] = field(default_factory=asyncio.Queue)
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    job: Job
+    params: JobFinishParams
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs the jobs of an App's queues until stopped (or, in burst mode, until none is due)."""
+
+    def __init__(
+        self,
+        app: App,
+        options: WorkerOptions | None = None,
+        signals: WorkerSignals | None = None,
+    ) -> None:
+        self.app = app
+        self.options = (options or WorkerOptions()).validated()
+        self.signals = signals or WorkerSignals()
+        self.worker_id = self.options.worker_id or default_worker_id()
+        self.queues = list(self.options.queues or app.queues)
+        if not self.queues:
+            raise ConfigError("the worker has no queue to serve: register a task or pass queues")
+        self.stats = WorkerStats()
+        self._owned: dict[int, _Running] = {}
+        self._stop_requested = False
+        self._runtime: _Runtime | None = None
+        self._closing = threading.Event()
+        self._next_rescue = 0.0
+        limit = self.options.batch_size or self.options.concurrency
+        self._batch_size = min(limit, self.options.concurrency)
+        self._io_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="chronoq-io")
+        self._handler_pool = ThreadPoolExecutor(
+            max_workers=self.options.concurrency, thread_name_prefix="chronoq-job"
+        )
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self, *, install_signal_handlers: bool = True) -> WorkerStats:
+        """Run on a new event loop; SIGTERM/SIGINT stop gracefully, a second one at once."""
+        return asyncio.run(self.run_async(install_signal_handlers=install_signal_handlers))
+
+    async def run_async(self, *, install_signal_handlers: bool = False) -> WorkerStats:
+        self._runtime = _Runtime(asyncio.get_running_loop())
+        if install_signal_handlers:
+            self._install_signal_handlers()
+        log.info(
+            "worker %s serving %s (concurrency %d)",
+            self.worker_id,
+            ",".join(self.queues),
+            self.options.concurrency,
+            extra={"action": "worker.start", "worker": self.worker_id},
+        )
+        listener = threading.Thread(target=self._listen, name="chronoq-listen", daemon=True)
+        listener.start()
+        helpers = [
+            asyncio.create_task(self._completer_loop(), name="chronoq-completer"),
+            asyncio.create_task(self._heartbeat_loop(), name="chronoq-heartbeat"),
+        ]
+        try:
+            await self._claim_loop()
+        finally:
+            await self._shutdown(helpers)
+            self._closing.set()
+            listener.join(timeout=2.0)
+        return self.stats
+
+    @property
+    def _rt(self) -> _Runtime:
+        if self._runtime is None:
+            raise RuntimeError("the worker is not running")
+        return self._runtime
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        """Stop claiming and finish in-flight jobs (within the grace period). Thread-safe."""
+        runtime = self._runtime
+        if runtime is None or runtime.loop.is_closed():
+            self._stop_requested = True
+            return
+        runtime.loop.call_soon_threadsafe(self._on_stop, immediate)
+
+    def _on_stop(self, immediate: bool) -> None:
+        if self._stop_requested or immediate:
+            self._rt.stop_now.set()
+        self._stop_requested = True
+        self._rt.wake.set()
+
+    def _install_signal_handlers(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self._rt.loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _on_signal(self, signum: int) -> None:
+        log.info(
+            "received %s: %s",
+            signal.Signals(signum).name,
+            "stopping now" if self._stop_requested else "finishing in-flight jobs",
+            extra={"action": "worker.signal", "worker": self.worker_id},
+        )
+        self._on_stop(immediate=False)
+
+    async def _io(self, fn: Any, *args: Any) -> Any:
+        return await self._rt.loop.run_in_executor(self._io_pool, fn, *args)
+
+    # -- claiming -------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        failures = 0
+        while not self._stop_requested:
+            self._rt.wake.clear()
+            try:
+                pause = await self._claim_round()
+                failures = 0
+            except StoreError as exc:
+                failures += 1
+                pause = min(5.0, 0.05 * 2**failures)
+                log.error(
+                    "store error, retrying in %.1fs: %s",
+                    pause,
+                    exc,
+                    extra={"action": "worker.store_error", "worker": self.worker_id},
+                )
+            if pause is None:
+                return
+            if pause > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._rt.wake.wait(), pause)
+
+    async def _claim_round(self) -> float | None:
+        """Claim what fits; return how long to wait before the next round (None: burst done)."""
+        if time.monotonic() >= self._next_rescue:
+            await self._rescue()
+        free = self.options.concurrency - len(self._owned)
+        if free > 0:
+            jobs = await self._claim(min(free, self._batch_size))
+            if len(jobs) == min(free, self._batch_size):
+                return 0.0 if len(jobs) < free else self.options.poll_interval
+        if free <= 0:
+            return self.options.poll_interval
+        return await self._pause_until_due()
+
+    async def _claim(self, limit: int) -> list[Job]:
+        params = JobClaimParams(self.queues, limit, self.worker_id)
+        jobs: list[Job] = await self._io(self.app.store.job_claim, params)
+        if not jobs:
+            return jobs
+        self.stats.claimed += len(jobs)
+        self.signals.claimed(jobs)
+        if self._stop_requested:
+            await self._release(jobs)
+            return []
+        for job in jobs:
+            self._start(job)
+        return jobs
+
+    async def _pause_until_due(self) -> float | None:
+        wakeup = await self._io(self.app.store.job_next_wakeup, self.queues)
+        expiry = wakeup.next_lease_expiry
+        if expiry is not None and expiry <= wakeup.db_now and await self._rescue():
+            return 0.0
+        if wakeup.next_run_at is not None and wakeup.next_run_at <= wakeup.db_now:
+            # Due rows we did not get are being claimed by another worker right now.
+            return 0.05
+        self.signals.idle()
+        if self.options.burst and not self._owned:
+            return None
+        until = wakeup.seconds_until_next()
+        return (
+            self.options.poll_interval if until is None else min(until, self.options.poll_interval)
+        )
+
+    async def _rescue(self) -> int:
+        self._next_rescue = time.monotonic() + self.options.rescue_interval
+        result = await self._io(self.app.store.job_rescue_expired, JobRescueParams())
+        count = len(result.requeued) + len(result.dead)
+        if count:
+            self.stats.rescued += count
+            log.warning(
+                "rescued %d job(s) whose lease expired: requeued %s, dead %s",
+                count,
+                result.requeued,
+                result.dead,
+                extra={"action": "worker.rescue", "worker": self.worker_id},
+            )
+        return count
+
+    async def _release(self, jobs: Sequence[Job]) -> None:
+        refs = [JobLeaseRef(job.id, job.lease_token) for job in jobs]
+        released: set[int] = await self._io(self.app.store.job_release_many, refs)
+        self.stats.released += len(released)
+        log.info(
+            "released %d claimed job(s) that had not started",
+            len(released),
+            extra={"action": "worker.release", "worker": self.worker_id},
+        )
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        logger = logging.LoggerAdapter(
+            logging.getLogger("chronoq.job"),
+            {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts},
+        )
+        running = _Running(job, JobContext(job, self.worker_id, self.app.store, logger))
+        running.heartbeat_due = running.started + job.lease_seconds / 3
+        self._owned[job.id] = running
+        running.task = asyncio.create_task(self._execute(running), name=f"chronoq-job-{job.id}")
+        self._rt.heartbeat_wake.set()
+
+    async def _execute(self, running: _Running) -> None:
+        job = running.job
+        try:
+            params = await self._run_handler(running)
+        except asyncio.CancelledError:
+            if running.in_thread:
+                # The thread cannot be stopped; leave the lease to expire so the rescuer, not
+                # this process, decides, and nobody runs the job while the thread still does.
+                self.stats.abandoned += 1
+                return
+            params = self._failed(running, _Interrupted("worker shut down mid-job"), delay=0.0)
+        if params is None:
+            self._owned.pop(job.id, None)
+            self.stats.done += 1
+            self.signals.finished(job, Outcome.DONE, True)
+            self._log_finished(job, Outcome.DONE, time.monotonic() - running.started)
+        else:
+            await self._rt.results.put(_Result(job, params))
+
+    async def _run_handler(self, running: _Running) -> JobFinishParams | None:
+        job = running.job
+        task = self.app.tasks.get(job.task)
+        if task is None:
+            known = ", ".join(sorted(self.app.tasks)) or "none"
+            return self._dead(
+                running,
+                "UnknownTask",
+                f"task {job.task!r} is not registered in this worker (it knows: {known})",
+            )
+        try:
+            task.payload_signature.bind(**job.payload)
+        except TypeError as exc:
+            return self._dead(
+                running,
+                "InvalidPayload",
+                f"payload does not fit {task.name}{task.payload_signature}: {exc}",
+            )
+        try:
+            await self._call_handler(running, task)
+        except Retry as retry:
+            delay = retry.delay if retry.delay is not None else task.backoff.delay(job.attempts)
+            return self._failed(running, retry, delay=max(0.0, delay))
+        except Discard as discard:
+            return self._finish(running, Outcome.CANCELLED, _error(running, discard, "cancelled"))
+        except (Exception, SystemExit) as exc:
+            return self._failed(running, exc, delay=task.backoff.delay(job.attempts))
+        if running.ctx.completed_in_transaction:
+            return None
+        return JobFinishParams(job.id, job.lease_token, Outcome.DONE)
+
+    async def _call_handler(self, running: _Running, task: Task[Any, Any]) -> None:
+        args = (running.ctx,) if task.takes_context else ()
+        payload = running.job.payload
+        if task.is_async:
+            await task.fn(*args, **payload)
+            return
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, task.fn, *args, **payload)
+        running.in_thread = True
+        await self._rt.loop.run_in_executor(self._handler_pool, call)
+        running.in_thread = False
+
+    def _failed(self, running: _Running, exc: BaseException, *, delay: float) -> JobFinishParams:
+        job = running.job
+        if job.attempts >= job.max_attempts:
+            return self._finish(running, Outcome.DEAD, _error(running, exc, "dead"))
+        return self._finish(running, Outcome.RETRY, _error(running, exc, "retry"), delay)
+
+    def _dead(self, running: _Running, kind: str, message: str) -> JobFinishParams:
+        error = _error(running, None, "dead") | {"error": kind, "message": message}
+        return self._finish(running, Outcome.DEAD, error)
+
+    def _finish(
+        self, running: _Running, outcome: Outcome, error: dict[str, Any], delay: float = 0.0
+    ) -> JobFinishParams:
+        job = running.job
+        return JobFinishParams(job.id, job.lease_token, outcome, delay, error)
+
+    # -- reporting ------------------------------------------------------------------------
+
+    async def _completer_loop(self) -> None:
+        while True:
+            batch = [await self._rt.results.get()]
+            while not self._rt.results.empty() and len(batch) < 1000:
+                batch.append(self._rt.results.get_nowait())
+            try:
+                await self._flush(batch)
+            finally:
+                for _ in batch:
+                    self._rt.results.task_done()
+
+    async def _flush(self, batch: list[_Result]) -> None:
+        failures = 0
+        while True:
+            try:
+                accepted: set[int] = await self._io(
+                    self.app.store.job_finish_many, [r.params for r in batch]
+                )
+                break
+            except StoreError as exc:
+                failures += 1
+                if self._rt.stop_now.is_set():
+                    log.error("could not report %d result(s) before stopping: %s", len(batch), exc)
+                    accepted = set()
+                    break
+                pause = min(5.0, 0.05 * 2**failures)
+                log.error("could not report results, retrying in %.1fs: %s", pause, exc)
+                await asyncio.sleep(pause)
+        for result in batch:
+            self._record(result, result.params.id in accepted)
+        self._rt.wake.set()
+
+    def _record(self, result: _Result, accepted: bool) -> None:
+        job, outcome = result.job, result.params.outcome
+        running = self._owned.pop(job.id, None)
+        duration = time.monotonic() - running.started if running else 0.0
+        if not accepted:
+            self.stats.lost += 1
+            log.warning(
+                "job %d: result %s discarded, lease token %d is stale (the job was rescued "
+                "and claimed again)",
+                job.id,
+                outcome,
+                job.lease_token,
+                extra=_job_extra(job, "job.lost", self.worker_id),
+            )
+        else:
+            counter = {"done": "done", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}
+            name = counter[str(outcome)]
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
+            self._log_finished(job, outcome, duration, result.params.error)
+        self.signals.finished(job, outcome, accepted)
+
+    def _log_finished(
+        self, job: Job, outcome: Outcome, duration: float, error: dict[str, Any] | None = None
+    ) -> None:
+        level = logging.INFO if outcome == Outcome.DONE else logging.WARNING
+        detail = f": {error['error']}: {error['message']}" if error else ""
+        log.log(
+            level,
+            "job %d %s %s in %.3fs%s",
+            job.id,
+            job.task,
+            outcome,
+            duration,
+            detail,
+            extra=_job_extra(job, f"job.{outcome}", self.worker_id),
+        )
+
+    # -- leases ---------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            due = [r.heartbeat_due for r in self._owned.values() if not r.ctx.lost]
+            pause = max(0.0, min(due) - time.monotonic()) if due else 60.0
+            self._rt.heartbeat_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rt.heartbeat_wake.wait(), pause)
+            await self._heartbeat_due_jobs()
+
+    async def _heartbeat_due_jobs(self) -> None:
+        now = time.monotonic()
+        # Jobs due within half their interval go along, so leases are renewed in batches.
+        batch = [
+            r
+            for r in self._owned.values()
+            if not r.ctx.lost and r.heartbeat_due - r.job.lease_seconds / 6 <= now
+        ]
+        if not batch:
+            return
+        refs = [r.ctx.ref for r in batch]
+        try:
+            accepted: set[int] = await self._io(self.app.store.job_heartbeat_many, refs)
+        except StoreError as exc:
+            log.error("heartbeat failed: %s", exc, extra={"action": "worker.heartbeat_error"})
+            return
+        for running in batch:
+            running.heartbeat_due = now + running.job.lease_seconds / 3
+            if running.job.id not in accepted and running.job.id in self._owned:
+                running.ctx.lost = True
+                log.warning(
+                    "job %d: heartbeat rejected, the lease was lost; its result will be discarded",
+                    running.job.id,
+                    extra=_job_extra(running.job, "job.lease_lost", self.worker_id),
+                )
+
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        """Thread: turns database change notifications into wake-ups of the claim loop."""
+        while not self._closing.is_set():
+            try:
+                listener = self.app.store.open_listener()
+            except StoreError as exc:
+                log.warning("cannot listen for new jobs, polling instead: %s", exc)
+                self._closing.wait(self.options.poll_interval)
+                continue
+            try:
+                while not self._closing.is_set():
+                    if listener.wait(0.5):
+                        self._wake_from_thread()
+            except StoreError as exc:
+                log.warning("lost the change listener, reconnecting: %s", exc)
+            finally:
+                listener.close()
+
+    def _wake_from_thread(self) -> None:
+        runtime = self._runtime
+        if runtime is not None and not runtime.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                runtime.loop.call_soon_threadsafe(runtime.wake.set)
+
+    # -- stopping -------------------------------------------------------------------------
+
+    async def _shutdown(self, helpers: list[asyncio.Task[None]]) -> None:
+        self._stop_requested = True
+        await self._drain_in_flight()
+        try:
+            await asyncio.wait_for(
+                self._rt.results.join(), timeout=max(self.options.shutdown_grace, 5.0)
+            )
+        except TimeoutError:
+            log.error(
+                "gave up reporting %d result(s); their leases will expire", self._rt.results.qsize()
+            )
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        self._io_pool.shutdown(wait=True)
+        self._handler_pool.shutdown(wait=False, cancel_futures=True)
+        log.info(
+            "worker %s stopped: %s",
+            self.worker_id,
+            self.stats,
+            extra={"action": "worker.stop", "worker": self.worker_id},
+        )
+
+    async def _drain_in_flight(self) -> None:
+        tasks = [r.task for r in self._owned.values() if r.task is not None and not r.task.done()]
+        if not tasks:
+            return
+        log.info(
+            "waiting up to %.0fs for %d job(s) in flight", self.options.shutdown_grace, len(tasks)
+        )
+        stop_now: asyncio.Future[Any] = asyncio.ensure_future(self._rt.stop_now.wait())
+        waiting: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait(
+            [waiting, stop_now],
+            timeout=self.options.shutdown_grace,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        stop_now.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # Let cancelled async jobs hand their results to the completer.
+        await asyncio.sleep(0)
+
+
+class _Interrupted(Exception):
+    """The worker stopped while the job ran."""
+
+
+def _error(running: _Running, exc: BaseException | None, outcome: str) -> dict[str, Any]:
+    job = running.job
+    record: dict[str, Any] = {
+        "attempt": job.attempts,
+        "error": "",
+        "message": "",
+        "traceback": "",
+        "worker": running.ctx.worker_id,
+        "duration": round(time.monotonic() - running.started, 6),
+        "outcome": outcome,
+    }
+    if exc is not None:
+        kind = type(exc)
+        record["error"] = (
+            kind.__qualname__
+            if kind.__module__ == "builtins"
+            else (f"{kind.__module__}.{kind.__qualname__}")
+        )
+        record["message"] = str(exc)[:MESSAGE_LIMIT]
+        record["traceback"] = "".join(traceback.format_exception(exc, limit=-12))[-TRACEBACK_LIMIT:]
+    return record
+
+
+def _job_extra(job: Job, action: str, worker_id: str) -> dict[str, Any]:
+    return {
+        "action": action,
+        "job_id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "attempt": job.attempts,
+        "worker": worker_id,
+    }
