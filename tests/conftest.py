@@ -1,0 +1,89 @@
+"""Fixtures for real stores: a SQLite file per test and a PostgreSQL database per test run.
+
+PostgreSQL comes from CHRONOQ_TEST_PG_DSN (default: the local server with trust auth). Without a
+reachable server, PostgreSQL tests skip locally with the reason, and fail when CI is set.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from chronoq.storage.postgres.store import PostgresStore
+from chronoq.storage.sqlite.store import SqliteStore
+
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _admin_dsn() -> str:
+    return os.environ.get("CHRONOQ_TEST_PG_DSN", DEFAULT_PG_DSN)
+
+
+def _with_database(dsn: str, name: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+def _missing_service(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh, migrated database for this test run; dropped at the end."""
+    admin = _admin_dsn()
+    name = f"chronoq_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    except psycopg.OperationalError as exc:
+        _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
+    dsn = _with_database(admin, name)
+    store = PostgresStore(dsn)
+    store.migrate()
+    store.close()
+    yield dsn
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                psycopg.sql.Identifier(name)
+            )
+        )
+
+
+@pytest.fixture
+def pg_dsn(pg_database: str) -> str:
+    """The test run's database, emptied before each test."""
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("TRUNCATE chronoq_jobs RESTART IDENTITY")
+    return pg_database
+
+
+@pytest.fixture
+def sqlite_dsn(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'chronoq.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def dsn(request: pytest.FixtureRequest) -> str:
+    """Each store in turn: tests using it run once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_dsn"))
+    return str(request.getfixturevalue("pg_dsn"))
+
+
+@pytest.fixture
+def store(dsn: str) -> Iterator[SqliteStore | PostgresStore]:
+    opened: SqliteStore | PostgresStore = (
+        SqliteStore(dsn) if dsn.startswith("sqlite") else PostgresStore(dsn)
+    )
+    yield opened
+    opened.close()
