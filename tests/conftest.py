@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -25,9 +26,8 @@ def _admin_dsn() -> str:
 
 
 def _with_database(dsn: str, name: str) -> str:
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    params["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**params)
+    """The same server URL with another database name."""
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
 
 
 def _missing_service(reason: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -43,13 +44,15 @@ class Config:
         return cls(**values).validated()
 
     def validated(self) -> Config:
+        for field in fields(self):
+            _check_type(field.name, str(field.type), getattr(self, field.name))
         store_kind(self.dsn)
         _require(self.payload_limit > 0, "payload_limit", "must be a positive number of bytes")
         _require(bool(self.default_queue.strip()), "default_queue", "must not be empty")
         _require(self.default_max_attempts >= 1, "default_max_attempts", "must be at least 1")
-        _require(self.default_lease > 0, "default_lease", "must be positive seconds")
+        _require(0 < self.default_lease < math.inf, "default_lease", "must be positive seconds")
         _require(self.pool_size >= 1, "pool_size", "must be at least 1")
-        _require(self.connect_timeout > 0, "connect_timeout", "must be positive seconds")
+        _require(0 < self.connect_timeout < math.inf, "connect_timeout", "must be positive seconds")
         return self
 
     def with_dsn(self, dsn: str | None) -> Config:
@@ -64,6 +67,13 @@ def _coerce(name: str, kind: Any, raw: str) -> Any:
         raise ConfigError(
             f"CHRONOQ_{name.upper()}={raw!r} is not a valid {target.__name__}"
         ) from None
+
+
+def _check_type(name: str, kind: str, value: Any) -> None:
+    """Overrides arrive from code, not text: a wrong type is named instead of crashing later."""
+    expected: tuple[type, ...] = {"int": (int,), "float": (int, float)}.get(kind, (str,))
+    if isinstance(value, bool) or not isinstance(value, expected):
+        raise ConfigError(f"setting {name!r} must be {kind}, got {value!r}")
 
 
 def _require(ok: bool, name: str, why: str) -> None:

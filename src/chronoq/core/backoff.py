@@ -7,6 +7,7 @@ keeps retries of many jobs that failed together from hammering a recovering depe
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -21,8 +22,12 @@ class Backoff:
     cap: float = 3600.0
 
     def __post_init__(self) -> None:
-        if not (self.base > 0 and self.cap > 0):
-            raise ConfigError(f"Backoff base and cap must be positive, got {self.base}, {self.cap}")
+        # Finite too: an infinite cap makes delays no clock can add to a timestamp.
+        if not all(0 < value < math.inf for value in (self.base, self.cap)):
+            raise ConfigError(
+                "Backoff base and cap must be positive, finite seconds, "
+                f"got {self.base}, {self.cap}"
+            )
 
     def window(self, attempt: int) -> float:
         """Upper bound of the delay after `attempt` attempts."""

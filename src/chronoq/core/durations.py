@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
@@ -40,7 +41,9 @@ def _sum_parts(original: str, cleaned: str) -> float:
 
 
 def _checked(original: str, seconds: float) -> timedelta:
-    if seconds != seconds or seconds < 0:
+    if math.isnan(seconds):
+        raise InvalidDuration(f"invalid duration {original!r}: it is not a number")
+    if seconds < 0:
         raise InvalidDuration(f"invalid duration {original!r}: it must not be negative")
     if seconds > _MAX.total_seconds():
         raise InvalidDuration(f"invalid duration {original!r}: longer than 100 years")

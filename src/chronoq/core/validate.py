@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,9 @@ MAX_NAME_LENGTH = 200
 MAX_KEY_LENGTH = 1000
 MAX_DELAY = timedelta(days=365 * 100)
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+# json.dumps writes NUL as \u0000. An odd run of backslashes before "u0000" is that escape; an
+# even run is escaped backslashes followed by the plain text "u0000", which is fine.
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def check_name(kind: str, value: object) -> str:
@@ -109,11 +113,17 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
         text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload for task {task!r} is not valid JSON: {exc}") from None
-    if "\\u0000" in text:
+    if _ESCAPED_NUL.search(text):
         raise InvalidPayload(
             f"payload for task {task!r} contains a NUL character, which PostgreSQL cannot store"
         )
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidPayload(
+            f"payload for task {task!r} cannot be encoded as UTF-8 (a lone surrogate "
+            f"{exc.object[exc.start : exc.end]!r}?)"
+        ) from None
     if size > limit:
         raise PayloadTooLarge(
             f"payload for task {task!r} is {size} bytes encoded; the limit is {limit} bytes "
@@ -124,7 +134,29 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
 
 def check_fits(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> None:
     """Does the handler accept these keyword arguments? Raise InvalidPayload naming the gap."""
+    problem = payload_misfit(task, signature, payload)
+    if problem:
+        raise InvalidPayload(problem)
+
+
+def payload_misfit(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> str:
+    """Why `payload` cannot be passed to a handler with `signature`, or "" when it can."""
     try:
         signature.bind(**payload)
     except TypeError as exc:
-        raise InvalidPayload(f"payload does not fit task {task}{signature}: {exc}") from None
+        params = signature.parameters.values()
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params)
+        names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        required = {
+            p.name
+            for p in params
+            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        parts = []
+        if missing := sorted(required - set(payload)):
+            parts.append("missing " + ", ".join(repr(n) for n in missing))
+        if not accepts_any and (unexpected := sorted(set(payload) - names)):
+            parts.append("unexpected " + ", ".join(repr(n) for n in unexpected))
+        shown = ", ".join(str(p).split(":")[0].split("=")[0] for p in params)
+        return f"payload does not fit {task}({shown}): {'; '.join(parts) or exc}"
+    return ""

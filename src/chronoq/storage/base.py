@@ -11,7 +11,7 @@ database clock. `now` fields exist so tests can pin that clock; leave them `None
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -44,10 +44,13 @@ class JobInsertResult:
 
 @dataclass(frozen=True, slots=True)
 class JobClaimParams:
+    """`leases` maps task names to the worker's lease (seconds); other jobs keep their own."""
+
     queues: Sequence[str]
     limit: int
     worker_id: str
     now: datetime | None = None
+    leases: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

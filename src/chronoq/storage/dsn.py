@@ -9,13 +9,24 @@ from urllib.parse import urlsplit
 from chronoq.errors import InvalidDSN
 
 DEFAULT_DSN = "sqlite:///chronoq.db"
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
-_PASSWORD_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+# In `scheme://user:password@host/...` the password is taken to run to the last `@` followed by
+# a host, so an unescaped `@`, `/` or `?` inside it is hidden too. When a later `@` is in the
+# query string this hides more than the password, never less.
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)(.*)(@[^@/?#]*(?:[/?#]|$))", re.DOTALL)
+_PASSWORD_IN_QUERY = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+# In `key=value` form a value is quoted ('...' with \' escapes) or runs to the next unescaped
+# whitespace (libpq reads `a\ b` as "a b").
+_PASSWORD_IN_KV = re.compile(
+    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)", re.IGNORECASE | re.DOTALL
+)
 
 
 def redact(dsn: str) -> str:
     """The DSN with any password replaced by `***`, safe to print and log."""
-    return _PASSWORD_IN_KV.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***\3", dsn))
+    if _URL.match(dsn):
+        return _PASSWORD_IN_QUERY.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***\3", dsn))
+    return _PASSWORD_IN_KV.sub(r"\1***", dsn)
 
 
 def store_kind(dsn: str) -> str:

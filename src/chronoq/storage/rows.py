@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.core.jobs import Job, JobStatus
@@ -43,12 +43,33 @@ def _json_value(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_RETRY_DELAY = 100 * 365 * 86400.0  # the longest delay enqueue accepts, too
+
+
+def retry_delay(seconds: float) -> float:
+    """A retry delay the database can add to its clock and read back.
+
+    A handler may ask for any delay (`Retry(delay=...)`); an infinite one would fail the whole
+    batch of results it travels in, and a huge one would store a time no reader can convert.
+    NaN and negative delays mean "at once".
+    """
+    if not seconds > 0:
+        return 0.0
+    return min(float(seconds), MAX_RETRY_DELAY)
+
+
 def micros_to_datetime(value: int | None) -> datetime | None:
+    """Integer microseconds since the epoch as an aware UTC datetime, exactly.
+
+    Integer arithmetic rather than `fromtimestamp(value / 1e6)`: a float holds too few digits
+    for far-off dates (by the year 3000 the rounding error exceeds a microsecond).
+    """
     if value is None:
         return None
-    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+    return _EPOCH + timedelta(microseconds=value)
 
 
 def datetime_to_micros(moment: datetime) -> int:
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

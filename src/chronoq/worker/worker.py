@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job, Outcome
+from chronoq.core.validate import payload_misfit
 from chronoq.errors import ConfigError, Discard, Retry, StoreError
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
 from chronoq.worker.context import JobContext
@@ -149,6 +150,7 @@ class Worker:
         if not self.queues:
             raise ConfigError("the worker has no queue to serve: register a task or pass queues")
         self.stats = WorkerStats()
+        self._leases = {name: task.lease for name, task in app.tasks.items()}
         self._owned: dict[int, _Running] = {}
         self._stop_requested = False
         self._runtime: _Runtime | None = None
@@ -200,16 +202,17 @@ class Worker:
 
     def request_stop(self, *, immediate: bool = False) -> None:
         """Stop claiming and finish in-flight jobs (within the grace period). Thread-safe."""
+        again = self._stop_requested
+        # The flag is set here, not in the loop callback, so a claim already on its way back
+        # sees it and releases what it got instead of starting it.
+        self._stop_requested = True
         runtime = self._runtime
-        if runtime is None or runtime.loop.is_closed():
-            self._stop_requested = True
-            return
-        runtime.loop.call_soon_threadsafe(self._on_stop, immediate)
+        if runtime is not None and not runtime.loop.is_closed():
+            runtime.loop.call_soon_threadsafe(self._on_stop, immediate or again)
 
     def _on_stop(self, immediate: bool) -> None:
-        if self._stop_requested or immediate:
+        if immediate:
             self._rt.stop_now.set()
-        self._stop_requested = True
         self._rt.wake.set()
 
     def _install_signal_handlers(self) -> None:
@@ -224,7 +227,7 @@ class Worker:
             "stopping now" if self._stop_requested else "finishing in-flight jobs",
             extra={"action": "worker.signal", "worker": self.worker_id},
         )
-        self._on_stop(immediate=False)
+        self.request_stop()
 
     async def _io(self, fn: Any, *args: Any) -> Any:
         return await self._rt.loop.run_in_executor(self._io_pool, fn, *args)
@@ -267,7 +270,7 @@ class Worker:
         return await self._pause_until_due()
 
     async def _claim(self, limit: int) -> list[Job]:
-        params = JobClaimParams(self.queues, limit, self.worker_id)
+        params = JobClaimParams(self.queues, limit, self.worker_id, leases=self._leases)
         jobs: list[Job] = await self._io(self.app.store.job_claim, params)
         if not jobs:
             return jobs
@@ -363,14 +366,9 @@ class Worker:
                 "UnknownTask",
                 f"task {job.task!r} is not registered in this worker (it knows: {known})",
             )
-        try:
-            task.payload_signature.bind(**job.payload)
-        except TypeError as exc:
-            return self._dead(
-                running,
-                "InvalidPayload",
-                f"payload does not fit {task.name}{task.payload_signature}: {exc}",
-            )
+        misfit = payload_misfit(task.name, task.payload_signature, job.payload)
+        if misfit:
+            return self._dead(running, "InvalidPayload", misfit)
         try:
             await self._call_handler(running, task)
         except Retry as retry:

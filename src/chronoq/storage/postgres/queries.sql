@@ -67,10 +67,15 @@ WHERE key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 -- The CTE picks due rows in claim order and locks them; SKIP LOCKED lets concurrent workers take
 -- disjoint batches without waiting on each other. The UPDATE then starts the attempt: a new
 -- fencing token, the owner, and a lease measured on the database clock. LIMIT is the worker's
--- free slots, so nothing is claimed that cannot start at once.
-WITH due AS (
+-- free slots, so nothing is claimed that cannot start at once. The clock is read once (a CTE
+-- with a volatile function is evaluated once), so started_at and the lease share one instant.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+due AS (
     SELECT candidate.id
-    FROM unnest(%(queues)s::text[]) AS q(name),
+    -- DISTINCT: a queue named twice would be scanned twice and fill LIMIT with duplicates.
+    FROM clock, (SELECT DISTINCT name FROM unnest(%(queues)s::text[]) AS u(name)) AS q,
     LATERAL (
         -- One index range scan per queue (chronoq_jobs_claim_idx), so a worker serving several
         -- queues never sorts a whole backlog; the outer ORDER BY merges at most limit x queues.
@@ -78,7 +83,7 @@ WITH due AS (
         FROM chronoq_jobs
         WHERE status = 'pending'
           AND queue = q.name
-          AND run_at <= coalesce(%(now)s, clock_timestamp())
+          AND run_at <= clock.now
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -91,16 +96,24 @@ SET status = 'running',
     attempts = j.attempts + 1,
     lease_token = j.lease_token + 1,
     worker_id = %(worker_id)s,
-    started_at = coalesce(%(now)s, clock_timestamp()),
-    locked_until = coalesce(%(now)s, clock_timestamp()) + j.lease_seconds * interval '1 second'
-FROM due
+    started_at = clock.now,
+    -- The worker's own lease for the task wins: it runs the code and sends the heartbeats.
+    lease_seconds = coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds),
+    locked_until = clock.now
+        + coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds) * interval '1 second'
+FROM due, clock
 WHERE j.id = due.id
 RETURNING j.*
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on (the lease expired and someone else claimed it) or whose
--- status is no longer running is left alone, and its id is missing from the result.
-WITH outcome AS (
+-- status is no longer running is left alone, and its id is missing from the result. An error
+-- joins the history stamped by the store with the attempt it belongs to, its start and its end;
+-- the clock is read once so that end equals finished_at.
+WITH clock AS MATERIALIZED (
+    SELECT clock_timestamp() AS now
+),
+outcome AS (
     SELECT *
     FROM unnest(
         %(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
@@ -110,15 +123,16 @@ WITH outcome AS (
 UPDATE chronoq_jobs AS j
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     run_at = CASE WHEN o.outcome = 'retry'
-                  THEN clock_timestamp() + o.delay * interval '1 second'
+                  THEN clock.now + o.delay * interval '1 second'
                   ELSE j.run_at END,
     locked_until = NULL,
-    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE clock_timestamp() END,
+    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE clock.now END,
     errors = CASE WHEN o.error IS NULL THEN j.errors
                   ELSE j.errors || jsonb_build_array(o.error || jsonb_build_object(
-                      'started_at', j.started_at, 'finished_at', clock_timestamp()))
+                      'attempt', j.attempts, 'started_at', j.started_at,
+                      'finished_at', clock.now))
              END
-FROM outcome AS o
+FROM outcome AS o, clock
 WHERE j.id = o.id AND j.lease_token = o.token AND j.status = 'running'
 RETURNING j.id
 
@@ -148,19 +162,21 @@ RETURNING j.id
 -- A running job whose lease ended belongs to a worker that died or stalled. It runs again at
 -- once, or goes dead if that was its last attempt; the expiry joins its error history. SKIP
 -- LOCKED keeps rescuers on several workers from blocking each other.
-WITH expired AS (
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+expired AS (
     SELECT id
-    FROM chronoq_jobs
-    WHERE status = 'running' AND locked_until < coalesce(%(now)s, clock_timestamp())
+    FROM chronoq_jobs, clock
+    WHERE status = 'running' AND locked_until < clock.now
     ORDER BY locked_until
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF chronoq_jobs SKIP LOCKED
 )
 UPDATE chronoq_jobs AS j
 SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = coalesce(%(now)s, clock_timestamp()),
-    finished_at = CASE WHEN j.attempts >= j.max_attempts
-                       THEN coalesce(%(now)s, clock_timestamp()) END,
+    run_at = clock.now,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN clock.now END,
     locked_until = NULL,
     worker_id = NULL,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
@@ -171,9 +187,9 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
         'traceback', '',
         'worker', j.worker_id,
         'started_at', j.started_at,
-        'finished_at', coalesce(%(now)s, clock_timestamp()),
+        'finished_at', clock.now,
         'outcome', CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'retry' END))
-FROM expired
+FROM expired, clock
 WHERE j.id = expired.id
 RETURNING j.id, j.status
 
@@ -206,24 +222,30 @@ RETURNING *
 -- name: dead_requeue
 -- A requeued job starts over with all its attempts and keeps its error history. A dead job whose
 -- key is now held by a live job stays dead (reported as a key conflict), and of several dead jobs
--- sharing a key only the newest is requeued.
-WITH chosen AS (
-    SELECT DISTINCT ON (coalesce(d.key, d.id::text)) d.id
+-- sharing a key only the newest is requeued. The candidates are locked first and chosen after:
+-- PostgreSQL allows no FOR UPDATE next to DISTINCT. Keyless jobs group by id alone, so a key
+-- that happens to spell another job's id never hides that job.
+WITH dead AS (
+    SELECT d.id, d.key
     FROM chronoq_jobs AS d
     WHERE d.status = 'dead'
       AND (%(all)s OR d.id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
-      AND NOT EXISTS (
-          SELECT 1 FROM chronoq_jobs AS l
-          WHERE d.key IS NOT NULL AND l.key = d.key AND l.status IN ('pending', 'running'))
-    ORDER BY coalesce(d.key, d.id::text), d.id DESC
-    FOR UPDATE OF d
+    FOR UPDATE
+),
+chosen AS (
+    SELECT DISTINCT ON (dead.key, CASE WHEN dead.key IS NULL THEN dead.id END) dead.id
+    FROM dead
+    WHERE NOT EXISTS (
+        SELECT 1 FROM chronoq_jobs AS l
+        WHERE dead.key IS NOT NULL AND l.key = dead.key AND l.status IN ('pending', 'running'))
+    ORDER BY dead.key, CASE WHEN dead.key IS NULL THEN dead.id END, dead.id DESC
 )
 UPDATE chronoq_jobs AS j
 SET status = 'pending', attempts = 0, run_at = clock_timestamp(), locked_until = NULL,
     worker_id = NULL, started_at = NULL, finished_at = NULL
 FROM chosen
-WHERE j.id = chosen.id
+WHERE j.id = chosen.id AND j.status = 'dead'
 RETURNING j.id
 
 -- name: dead_ids
@@ -242,7 +264,8 @@ WHERE status = 'dead'
 SELECT queue, status, count(*) AS count
 FROM chronoq_jobs
 GROUP BY queue, status
-ORDER BY queue, status
+-- Byte order, as on SQLite, whatever the cluster's collation.
+ORDER BY queue COLLATE "C", status
 
 -- name: listen
 LISTEN chronoq_jobs

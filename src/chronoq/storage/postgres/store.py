@@ -8,6 +8,7 @@ prepared by psycopg after a few executions, which matters for the claim and fini
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -19,7 +20,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
-from chronoq.errors import SchemaMissing, StoreError, StoreUnavailable
+from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
@@ -33,7 +34,7 @@ from chronoq.storage.base import (
     JobRescueParams,
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
-from chronoq.storage.rows import job_from_row
+from chronoq.storage.rows import job_from_row, retry_delay
 from chronoq.storage.sqlfile import load_migrations, load_queries
 
 log = logging.getLogger("chronoq.storage.postgres")
@@ -48,6 +49,7 @@ class PostgresStore:
         check_postgres_dsn(dsn)
         self.dsn = dsn
         self.dsn_display = redact(dsn)
+        self._probe(connect_timeout)
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -65,6 +67,16 @@ class PostgresStore:
                 f"cannot connect to PostgreSQL at {self.dsn_display}: {_first_line(exc)}"
             ) from None
 
+    def _probe(self, timeout: float) -> None:
+        """Connect once before opening the pool: a refused connection or a bad password then
+        fails at once with the server's reason, instead of after the pool's retries time out."""
+        try:
+            psycopg.connect(self.dsn, connect_timeout=max(2, math.ceil(timeout))).close()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self.dsn_display}: {_first_line(exc)}"
+            ) from None
+
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
         try:
@@ -78,6 +90,10 @@ class PostgresStore:
             raise StoreUnavailable(
                 f"PostgreSQL at {self.dsn_display} failed: {_first_line(exc)}"
             ) from exc
+        except psycopg.errors.UniqueViolation as exc:
+            raise KeyConflict(f"a live job already holds that key: {_first_line(exc)}") from exc
+        except psycopg.errors.IntegrityError as exc:
+            raise StoreError(f"the database refused the change: {_first_line(exc)}") from exc
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -150,11 +166,14 @@ class PostgresStore:
     # -- the worker's statements ----------------------------------------------------------
 
     def job_claim(self, params: JobClaimParams) -> list[Job]:
+        if params.limit <= 0:  # no free slots (and SQLite reads a negative LIMIT as no limit)
+            return []
         args = {
             "queues": list(params.queues),
             "limit": params.limit,
             "worker_id": params.worker_id,
             "now": params.now,
+            "leases": Jsonb(dict(params.leases)),
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim"], args).fetchall()
@@ -169,7 +188,7 @@ class PostgresStore:
             "ids": [p.id for p in params],
             "tokens": [p.lease_token for p in params],
             "outcomes": [str(p.outcome) for p in params],
-            "delays": [p.retry_delay for p in params],
+            "delays": [retry_delay(p.retry_delay) for p in params],
             "errors": [Jsonb(p.error) if p.error is not None else None for p in params],
         }
         with self._conn() as conn:
@@ -349,7 +368,8 @@ def _unnest_args(
         "priorities": [job.priority for job in jobs],
         "run_ats": run_ats,
         "max_attempts": [job.max_attempts for job in jobs],
-        "lease_seconds": [job.lease_seconds for job in jobs],
+        # float(): psycopg cannot send a list mixing int and float (`lease_seconds=60`).
+        "lease_seconds": [float(job.lease_seconds) for job in jobs],
         "keys": [job.key for job in jobs],
     }
 
@@ -385,12 +405,16 @@ class PostgresListener:
         self._dsn_display = dsn_display
         try:
             self._conn = psycopg.connect(dsn, autocommit=True)
-            _configure_session(self._conn)
-            self._conn.execute(Q["listen"])
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(
                 f"cannot LISTEN on PostgreSQL at {dsn_display}: {_first_line(exc)}"
             ) from None
+        try:
+            _configure_session(self._conn)
+            self._conn.execute(Q["listen"])
+        except BaseException:
+            self._conn.close()
+            raise
 
     def wait(self, timeout: float) -> bool:
         try:

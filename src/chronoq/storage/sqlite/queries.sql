@@ -2,6 +2,14 @@
 -- store's clock reading taken inside the write transaction (the host clock is the database clock
 -- of an embedded database). Batches arrive as JSON arrays and are unpacked with json_each.
 
+-- name: journal_mode_wal
+-- WAL lets readers go on while one connection writes; the mode is stored in the file.
+PRAGMA journal_mode = WAL
+
+-- name: synchronous_normal
+-- In WAL mode NORMAL loses no committed transaction on a process crash, only on power loss.
+PRAGMA synchronous = NORMAL
+
 -- name: migrations_table
 CREATE TABLE IF NOT EXISTS chronoq_migrations (
     name       TEXT PRIMARY KEY,
@@ -36,7 +44,12 @@ SET status = 'running',
     lease_token = lease_token + 1,
     worker_id = :worker_id,
     started_at = :now,
-    locked_until = :now + CAST(lease_seconds * 1000000 AS INTEGER)
+    -- The worker's own lease for the task wins: it runs the code and sends the heartbeats.
+    lease_seconds = coalesce(
+        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds),
+    locked_until = :now + CAST(coalesce(
+        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds
+    ) * 1000000 AS INTEGER)
 WHERE id IN (
     SELECT id FROM chronoq_jobs
     WHERE status = 'pending'
@@ -48,6 +61,9 @@ WHERE id IN (
 RETURNING *
 
 -- name: job_finish_many
+-- Fenced: a row whose token moved on or that is no longer running is left alone, and its id is
+-- missing from the result. An error joins the history stamped by the store with the attempt it
+-- belongs to and its start and end, as ISO 8601 UTC with microseconds (the form PostgreSQL writes).
 UPDATE chronoq_jobs
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     run_at = CASE WHEN o.outcome = 'retry'
@@ -57,12 +73,18 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE :now END,
     errors = CASE WHEN o.error IS NULL THEN chronoq_jobs.errors
                   ELSE json_insert(chronoq_jobs.errors, '$[#]', json_set(json(o.error),
-                      '$.started_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', chronoq_jobs.started_at / 1000000.0, 'unixepoch'),
-                      '$.finished_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', :now / 1000000.0, 'unixepoch')))
+                      '$.attempt', chronoq_jobs.attempts,
+                      '$.started_at',
+                          strftime('%Y-%m-%dT%H:%M:%S', chronoq_jobs.started_at / 1000000, 'unixepoch')
+                          || printf('.%06d+00:00', chronoq_jobs.started_at % 1000000),
+                      '$.finished_at',
+                          strftime('%Y-%m-%dT%H:%M:%S', :now / 1000000, 'unixepoch')
+                          || printf('.%06d+00:00', :now % 1000000)))
              END
 FROM (
-    SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token, json_extract(value, '$.outcome') AS outcome,
-           json_extract(value, '$.delay') AS delay, json_extract(value, '$.error') AS error
+    SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token,
+           json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.delay') AS delay,
+           json_extract(value, '$.error') AS error
     FROM json_each(:items)
 ) AS o
 WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
@@ -106,8 +128,10 @@ SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
                    || ' reported back (crashed, stalled or cut off)',
         'traceback', '',
         'worker', worker_id,
-        'started_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', started_at / 1000000.0, 'unixepoch'),
-        'finished_at', strftime('%Y-%m-%dT%H:%M:%f+00:00', :now / 1000000.0, 'unixepoch'),
+        'started_at', strftime('%Y-%m-%dT%H:%M:%S', started_at / 1000000, 'unixepoch')
+                      || printf('.%06d+00:00', started_at % 1000000),
+        'finished_at', strftime('%Y-%m-%dT%H:%M:%S', :now / 1000000, 'unixepoch')
+                       || printf('.%06d+00:00', :now % 1000000),
         'outcome', CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END))
 WHERE id IN (
     SELECT id FROM chronoq_jobs
@@ -151,7 +175,8 @@ WHERE status = 'dead'
 
 -- name: dead_requeue
 -- Same rule as PostgreSQL: a dead job whose key a live job holds stays dead, and of several dead
--- jobs sharing a key only the newest is requeued.
+-- jobs sharing a key only the newest is requeued. Keyless jobs group by id alone, so a key that
+-- happens to spell another job's id never hides that job.
 UPDATE chronoq_jobs
 SET status = 'pending', attempts = 0, run_at = :now, locked_until = NULL, worker_id = NULL,
     started_at = NULL, finished_at = NULL
@@ -163,7 +188,7 @@ WHERE id IN (
       AND NOT EXISTS (
           SELECT 1 FROM chronoq_jobs AS l
           WHERE d.key IS NOT NULL AND l.key = d.key AND l.status IN ('pending', 'running'))
-    GROUP BY coalesce(d.key, 'id:' || d.id)
+    GROUP BY d.key, CASE WHEN d.key IS NULL THEN d.id END
 )
 RETURNING id
 

@@ -14,12 +14,12 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
-from chronoq.errors import SchemaMissing, StoreUnavailable
+from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
@@ -33,7 +33,12 @@ from chronoq.storage.base import (
     JobRescueParams,
 )
 from chronoq.storage.dsn import sqlite_path
-from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
+from chronoq.storage.rows import (
+    datetime_to_micros,
+    job_from_row,
+    micros_to_datetime,
+    retry_delay,
+)
 from chronoq.storage.sqlfile import load_migrations, load_queries
 
 Q = load_queries("chronoq.storage.sqlite", "queries.sql")
@@ -54,7 +59,11 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._db = _connect(self.path)
         if migrate:
-            self.migrate()
+            try:
+                self.migrate()
+            except BaseException:
+                self._db.close()
+                raise
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -69,6 +78,10 @@ class SqliteStore:
                 self._db.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" in str(exc):
+                    raise KeyConflict(f"a live job already holds that key: {exc}") from exc
+                raise StoreError(f"the database refused the change: {exc}") from exc
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -99,7 +112,9 @@ class SqliteStore:
             return bool(db.execute(Q["schema_check"]).fetchone()["present"])
 
     def db_now(self) -> datetime:
-        return datetime.fromtimestamp(now_micros() / 1_000_000, tz=UTC)
+        now = micros_to_datetime(now_micros())
+        assert now is not None
+        return now
 
     # -- enqueue --------------------------------------------------------------------------
 
@@ -117,6 +132,8 @@ class SqliteStore:
     # -- the worker's statements ----------------------------------------------------------
 
     def job_claim(self, params: JobClaimParams) -> list[Job]:
+        if params.limit <= 0:  # no free slots (and SQLite reads a negative LIMIT as no limit)
+            return []
         with self._write() as db:
             rows = db.execute(
                 Q["job_claim"],
@@ -125,6 +142,7 @@ class SqliteStore:
                     "limit": params.limit,
                     "worker_id": params.worker_id,
                     "now": _pinned(params.now),
+                    "leases": json.dumps(dict(params.leases)),
                 },
             ).fetchall()
         jobs = [_job(row) for row in rows]
@@ -139,7 +157,7 @@ class SqliteStore:
                 "id": p.id,
                 "token": p.lease_token,
                 "outcome": str(p.outcome),
-                "delay": p.retry_delay,
+                "delay": retry_delay(p.retry_delay),
                 "error": p.error,
             }
             for p in params
@@ -257,12 +275,36 @@ def _connect(path: str) -> sqlite3.Connection:
         db = sqlite3.connect(
             path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
         raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from None
+    try:
+        db.row_factory = sqlite3.Row
+        _enable_wal(db)
+        db.execute(Q["synchronous_normal"])
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from None
     return db
+
+
+def _enable_wal(db: sqlite3.Connection) -> None:
+    """Switch the file to WAL, waiting out other connections doing the same.
+
+    The switch needs an exclusive lock and SQLite does not call the busy handler for it, so
+    several processes opening a new file at once would otherwise fail with "database is locked".
+    Once the file is in WAL mode (it stays so) the statement takes no lock at all.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            db.execute(Q["journal_mode_wal"])
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)  # back off: a retry loop, not test synchronisation
+        pause = min(pause * 2, 0.05)
 
 
 def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:

@@ -1,0 +1,267 @@
+"""Contract: wake-up times, inspection, cancelling, dead letters and statistics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from chronoq.core.jobs import JobStatus, Outcome, Stat
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    JobListParams,
+    JobRescueParams,
+)
+
+from .support import Store, claim, claim_one, finish, get, insert, make_dead, params, ref
+
+PAST = datetime(2020, 1, 1, tzinfo=UTC)
+
+# -- next wake-up ---------------------------------------------------------------------------
+
+
+def test_next_wakeup_of_an_empty_store(store: Store) -> None:
+    before = store.db_now()
+    wakeup = store.job_next_wakeup(["q"])
+    after = store.db_now()
+    assert before <= wakeup.db_now <= after
+    assert (wakeup.next_run_at, wakeup.next_lease_expiry) == (None, None)
+    assert wakeup.seconds_until_next() is None
+
+
+def test_next_wakeup_finds_the_earliest_pending_run_at_of_the_queues(store: Store) -> None:
+    base = datetime(2040, 1, 1, tzinfo=UTC)
+    insert(
+        store,
+        params("a", run_at=base + timedelta(seconds=30), priority=9),
+        params("a", run_at=base + timedelta(seconds=20)),
+        params("b", run_at=base + timedelta(seconds=10)),
+        params("c", run_at=base + timedelta(seconds=5)),
+    )
+    assert store.job_next_wakeup(["a"]).next_run_at == base + timedelta(seconds=20)
+    assert store.job_next_wakeup(["a", "b"]).next_run_at == base + timedelta(seconds=10)
+    assert store.job_next_wakeup(["x"]).next_run_at is None
+    assert store.job_next_wakeup([]).next_run_at is None
+    wakeup = store.job_next_wakeup(["b"])
+    expected = (base + timedelta(seconds=10) - wakeup.db_now).total_seconds()
+    assert wakeup.seconds_until_next() == expected
+
+
+def test_next_wakeup_ignores_jobs_that_are_not_pending(store: Store) -> None:
+    insert(store, params(run_at=PAST), params(run_at=PAST + timedelta(days=1)))
+    assert store.job_next_wakeup(["q"]).next_run_at == PAST
+    assert finish(store, claim_one(store), Outcome.DONE)
+    assert store.job_next_wakeup(["q"]).next_run_at == PAST + timedelta(days=1)
+    assert store.job_next_wakeup(["q"]).seconds_until_next() == 0.0
+
+
+def test_next_wakeup_finds_the_earliest_lease_expiry(store: Store) -> None:
+    insert(store, params("a", lease_seconds=50), params("b", lease_seconds=20))
+    now = store.db_now()
+    claim(store, queues=["a", "b"], limit=2, now=now)
+    wakeup = store.job_next_wakeup(["other"])
+    assert wakeup.next_run_at is None
+    assert wakeup.next_lease_expiry == now + timedelta(seconds=20)
+
+
+# -- get and list ---------------------------------------------------------------------------
+
+
+def test_get_an_unknown_job(store: Store) -> None:
+    assert store.job_get(424242) is None
+
+
+def test_list_newest_first_with_filters(store: Store) -> None:
+    ids = insert(
+        store,
+        params("a", "t1"),
+        params("a", "t2"),
+        params("b", "t1"),
+        params("b", "t2"),
+        params("a", "t1"),
+    )
+    claim_one(store, queues=["a"])  # ids[0] is running
+
+    def listed(**kwargs: object) -> list[int]:
+        return [job.id for job in store.job_list(JobListParams(**kwargs))]  # type: ignore[arg-type]
+
+    assert listed() == ids[::-1]
+    assert listed(queue="a") == [ids[4], ids[1], ids[0]]
+    assert listed(task="t2") == [ids[3], ids[1]]
+    assert listed(queue="b", task="t1") == [ids[2]]
+    assert listed(statuses=[JobStatus.RUNNING]) == [ids[0]]
+    assert listed(statuses=[JobStatus.RUNNING, JobStatus.PENDING]) == ids[::-1]
+    assert listed(statuses=[JobStatus.DEAD]) == []
+    assert listed(queue="nope") == []
+    assert store.job_list(JobListParams(queue="a"))[-1] == get(store, ids[0])
+
+
+def test_list_pages_with_before_id(store: Store) -> None:
+    ids = insert(store, *[params() for _ in range(7)])
+    pages: list[list[int]] = []
+    before: int | None = None
+    while page := store.job_list(JobListParams(limit=3, before_id=before)):
+        pages.append([job.id for job in page])
+        before = page[-1].id
+    assert pages == [ids[6:3:-1], ids[3:0:-1], ids[0:1]]
+
+
+# -- cancel ---------------------------------------------------------------------------------
+
+
+def test_cancel_a_pending_job(store: Store) -> None:
+    [job_id] = insert(store)
+    before = store.db_now()
+    cancelled = store.job_cancel(job_id)
+    assert cancelled is not None
+    assert cancelled.status is JobStatus.CANCELLED
+    assert cancelled.finished_at is not None
+    assert cancelled.finished_at >= before
+    assert get(store, job_id) == cancelled
+    assert claim(store) == []
+
+
+def test_cancel_a_running_job_locks_its_owner_out(store: Store) -> None:
+    [job_id] = insert(store)
+    job = claim_one(store)
+    cancelled = store.job_cancel(job_id)
+    assert cancelled is not None
+    assert cancelled.status is JobStatus.CANCELLED
+    assert cancelled.locked_until is None
+    assert not finish(store, job, Outcome.DONE)
+    assert store.job_heartbeat_many([ref(job)]) == set()
+    assert store.job_release_many([ref(job)]) == set()
+    assert get(store, job_id) == cancelled
+
+
+@pytest.mark.parametrize("outcome", [Outcome.DONE, Outcome.DEAD, Outcome.CANCELLED])
+def test_cancel_leaves_a_final_job_as_it_is(store: Store, outcome: Outcome) -> None:
+    [job_id] = insert(store)
+    assert finish(store, claim_one(store), outcome)
+    final = get(store, job_id)
+    assert store.job_cancel(job_id) == final
+    assert get(store, job_id) == final
+
+
+def test_cancel_an_unknown_job(store: Store) -> None:
+    assert store.job_cancel(424242) is None
+
+
+# -- dead letters ---------------------------------------------------------------------------
+
+
+def test_requeue_dead_jobs_by_id(store: Store) -> None:
+    first = make_dead(store, params())
+    second = make_dead(store, params())
+    result = store.dead_requeue(DeadRequeueParams(ids=[first.id, 424242]))
+    assert (result.requeued, result.key_conflicts) == ([first.id], [])
+
+    before = store.db_now()
+    requeued = get(store, first.id)
+    assert requeued.status is JobStatus.PENDING
+    assert requeued.attempts == 0
+    assert requeued.run_at <= before
+    assert requeued.errors == first.errors
+    assert (requeued.finished_at, requeued.locked_until) == (None, None)
+    assert requeued.worker_id is None
+    assert get(store, second.id) == second
+
+    again = claim_one(store)
+    assert (again.id, again.attempts) == (first.id, 1)
+    assert again.lease_token > first.lease_token  # tokens never go back
+
+
+def test_requeue_ignores_jobs_that_are_not_dead(store: Store) -> None:
+    pending, running, done = insert(store, params(), params(), params())
+    claimed = claim(store, limit=2)
+    assert finish(store, claimed[1], Outcome.DONE)
+    before = [get(store, i) for i in (pending, running, done)]
+    result = store.dead_requeue(DeadRequeueParams(ids=[pending, running, done]))
+    assert (result.requeued, result.key_conflicts) == ([], [])
+    assert store.dead_requeue(DeadRequeueParams()).requeued == []
+    assert [get(store, i) for i in (pending, running, done)] == before
+
+
+def test_requeue_all_and_by_queue(store: Store) -> None:
+    a1 = make_dead(store, params("a")).id
+    b1 = make_dead(store, params("b")).id
+    a2 = make_dead(store, params("a")).id
+    result = store.dead_requeue(DeadRequeueParams(queue="a"))
+    assert (result.requeued, result.key_conflicts) == ([a1, a2], [])
+    assert get(store, b1).status is JobStatus.DEAD
+    assert store.dead_requeue(DeadRequeueParams(ids=[b1], queue="a")).requeued == []
+    assert store.dead_requeue(DeadRequeueParams()).requeued == [b1]
+
+
+def test_requeue_reports_a_key_held_by_a_live_job(store: Store) -> None:
+    dead = make_dead(store, params(key="k"))
+    [live] = insert(store, params(key="k"))
+    result = store.dead_requeue(DeadRequeueParams(ids=[dead.id]))
+    assert (result.requeued, result.key_conflicts) == ([], [dead.id])
+    assert get(store, dead.id) == dead
+    assert store.dead_requeue(DeadRequeueParams()).key_conflicts == [dead.id]
+
+    assert finish(store, claim_one(store), Outcome.DONE)
+    assert get(store, live).status is JobStatus.DONE
+    assert store.dead_requeue(DeadRequeueParams()).requeued == [dead.id]
+
+
+def test_of_dead_jobs_sharing_a_key_only_the_newest_is_requeued(store: Store) -> None:
+    older = make_dead(store, params(key="k")).id
+    newer = make_dead(store, params(key="k")).id
+    result = store.dead_requeue(DeadRequeueParams())
+    assert (result.requeued, result.key_conflicts) == ([newer], [older])
+    assert get(store, older).status is JobStatus.DEAD
+
+
+def test_requeue_keeps_keyless_jobs_apart_from_keys_that_look_like_ids(store: Store) -> None:
+    keyless = make_dead(store, params()).id
+    lookalikes = [make_dead(store, params(key=key)).id for key in (str(keyless), f"id:{keyless}")]
+    result = store.dead_requeue(DeadRequeueParams())
+    assert (result.requeued, result.key_conflicts) == (sorted([keyless, *lookalikes]), [])
+
+
+def test_purge_keeps_dead_jobs_younger_than_older_than(store: Store) -> None:
+    """A job rescued with a pinned clock dies at that (past) moment: old enough to purge."""
+    [old] = insert(store, params(run_at=PAST, max_attempts=1, lease_seconds=1))
+    claim_one(store, now=PAST)
+    assert store.job_rescue_expired(JobRescueParams(now=PAST + timedelta(seconds=2))).dead == [old]
+    assert get(store, old).finished_at == PAST + timedelta(seconds=2)
+    recent = make_dead(store, params()).id
+    assert store.dead_purge(DeadPurgeParams(older_than=timedelta(days=1))) == 1
+    assert store.job_get(old) is None
+    assert get(store, recent).status is JobStatus.DEAD
+
+
+def test_purge_dead_jobs(store: Store) -> None:
+    dead_a = make_dead(store, params("a")).id
+    dead_b = make_dead(store, params("b")).id
+    [done] = insert(store, params("a"))
+    assert finish(store, claim_one(store, queues=["a"]), Outcome.DONE)
+    [pending] = insert(store, params("a"))
+
+    assert store.dead_purge(DeadPurgeParams(older_than=timedelta(hours=1))) == 0
+    assert store.dead_purge(DeadPurgeParams(queue="a")) == 1
+    assert store.job_get(dead_a) is None
+    assert store.dead_purge(DeadPurgeParams()) == 1
+    assert store.job_get(dead_b) is None
+    assert {get(store, done).status, get(store, pending).status} == {"done", "pending"}
+    assert store.dead_purge(DeadPurgeParams()) == 0
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+def test_stats_count_jobs_per_queue_and_status(store: Store) -> None:
+    assert store.stats() == []
+    insert(store, params("b"), params("b"), params("a"), params("a"), params("a"))
+    make_dead(store, params("c"))
+    claim_one(store, queues=["a"])
+    assert sorted(store.stats(), key=lambda s: (s.queue, s.status)) == store.stats()
+    assert set(store.stats()) == {
+        Stat("a", JobStatus.PENDING, 2),
+        Stat("a", JobStatus.RUNNING, 1),
+        Stat("b", JobStatus.PENDING, 2),
+        Stat("c", JobStatus.DEAD, 1),
+    }

@@ -1,0 +1,310 @@
+"""Contract: enqueueing jobs, one at a time and in bulk, and the live-key rule."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from chronoq.core.jobs import JobStatus, Outcome
+from chronoq.storage.base import JobInsertParams, JobInsertResult
+from chronoq.storage.postgres import store as postgres_store
+from chronoq.storage.postgres.store import COPY_THRESHOLD, PostgresStore
+
+from .support import (
+    DEADLINE,
+    Store,
+    claim,
+    claim_one,
+    finish,
+    get,
+    insert,
+    make_dead,
+    open_store,
+    params,
+)
+
+
+def test_single_insert_stores_every_field(store: Store) -> None:
+    run_at = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    job = params(
+        "mail",
+        "send",
+        {"to": "a@example.com"},
+        run_at=run_at,
+        priority=7,
+        max_attempts=3,
+        lease_seconds=12.5,
+        key="k1",
+    )
+    [result] = store.job_insert_many([job])
+    assert result.created
+
+    stored = get(store, result.id)
+    assert (stored.queue, stored.task, stored.payload) == ("mail", "send", {"to": "a@example.com"})
+    assert stored.run_at == run_at
+    assert stored.run_at.utcoffset() == timedelta(0)
+    assert (stored.priority, stored.max_attempts, stored.lease_seconds) == (7, 3, 12.5)
+    assert stored.key == "k1"
+    assert stored.status is JobStatus.PENDING
+    assert (stored.attempts, stored.lease_token, stored.errors) == (0, 0, [])
+    assert (stored.locked_until, stored.started_at, stored.finished_at) == (None, None, None)
+    assert stored.worker_id is None
+
+
+def test_created_at_is_the_database_clock(store: Store) -> None:
+    before = store.db_now()
+    [job_id] = insert(store)
+    after = store.db_now()
+    assert before <= get(store, job_id).created_at <= after
+
+
+@pytest.mark.parametrize(
+    "run_at",
+    [
+        datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1999, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(1970, 1, 1, tzinfo=UTC),
+    ],
+)
+def test_absolute_run_at_round_trips_to_the_microsecond(store: Store, run_at: datetime) -> None:
+    [job_id] = insert(store, params(run_at=run_at))
+    assert get(store, job_id).run_at == run_at
+
+
+def test_delay_is_measured_on_the_database_clock(store: Store) -> None:
+    before = store.db_now()
+    [job_id] = insert(store, params(delay_seconds=30.5))
+    after = store.db_now()
+    run_at = get(store, job_id).run_at
+    assert before + timedelta(seconds=30.5) <= run_at <= after + timedelta(seconds=30.5)
+
+
+def test_absolute_run_at_wins_over_delay(store: Store) -> None:
+    run_at = datetime(2031, 1, 1, tzinfo=UTC)
+    [job_id] = insert(store, params(run_at=run_at, delay_seconds=999))
+    assert get(store, job_id).run_at == run_at
+
+
+@pytest.mark.parametrize("count", [2, COPY_THRESHOLD - 1, COPY_THRESHOLD, 3 * COPY_THRESHOLD])
+def test_bulk_insert_returns_ids_in_input_order(store: Store, count: int) -> None:
+    base = datetime(2030, 1, 1, tzinfo=UTC)
+    jobs = [
+        params(
+            f"q{i % 3}",
+            f"t{i}",
+            {"i": i},
+            run_at=base + timedelta(seconds=i) if i % 2 else None,
+            delay_seconds=i,
+            priority=i % 5,
+            max_attempts=1 + i % 4,
+            lease_seconds=1.5 + i,
+        )
+        for i in range(count)
+    ]
+    before = store.db_now()
+    results = store.job_insert_many(jobs)
+    after = store.db_now()
+
+    assert len(results) == count
+    assert all(result.created for result in results)
+    assert len({result.id for result in results}) == count
+    assert [r.id for r in results] == sorted(r.id for r in results)
+    for i, result in enumerate(results):
+        stored = get(store, result.id)
+        assert stored.payload == {"i": i}
+        assert (stored.queue, stored.task) == (f"q{i % 3}", f"t{i}")
+        assert (stored.priority, stored.max_attempts) == (i % 5, 1 + i % 4)
+        assert stored.lease_seconds == 1.5 + i
+        if i % 2:
+            assert stored.run_at == base + timedelta(seconds=i)
+        else:
+            assert before + timedelta(seconds=i) <= stored.run_at <= after + timedelta(seconds=i)
+
+
+def test_bulk_insert_paths_on_postgres(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At COPY_THRESHOLD keyless rows PostgreSQL switches to COPY; keys force unnest."""
+    if not isinstance(store, PostgresStore):
+        pytest.skip("COPY is a PostgreSQL path")
+    copies: list[int] = []
+    real_copy = postgres_store._copy_rows
+
+    def spy(cur, ids, run_ats, jobs):  # type: ignore[no-untyped-def]
+        copies.append(len(jobs))
+        real_copy(cur, ids, run_ats, jobs)
+
+    monkeypatch.setattr(postgres_store, "_copy_rows", spy)
+    insert(store, *[params() for _ in range(COPY_THRESHOLD - 1)])
+    assert copies == []
+    insert(store, *[params() for _ in range(COPY_THRESHOLD)])
+    assert copies == [COPY_THRESHOLD]
+    insert(store, *[params(key=f"k{i}") for i in range(COPY_THRESHOLD * 2)])
+    assert copies == [COPY_THRESHOLD]
+    assert sum(stat.count for stat in store.stats()) == COPY_THRESHOLD * 4 - 1
+
+
+@pytest.mark.parametrize("count", [2, COPY_THRESHOLD])
+def test_bulk_insert_takes_whole_numbers_where_floats_are_expected(
+    store: Store, count: int
+) -> None:
+    jobs = [params(lease_seconds=30 if i % 2 else 1.5, delay_seconds=i % 2) for i in range(count)]
+    ids = insert(store, *jobs)
+    assert [get(store, job_id).lease_seconds for job_id in ids[:2]] == [1.5, 30.0]
+
+
+def test_empty_insert_returns_nothing(store: Store) -> None:
+    assert store.job_insert_many([]) == []
+
+
+# -- keys -----------------------------------------------------------------------------------
+
+
+def test_second_enqueue_with_a_live_key_returns_the_first_job(store: Store) -> None:
+    [first] = store.job_insert_many([params(key="welcome-42", payload={"n": 1})])
+    [second] = store.job_insert_many([params(key="welcome-42", payload={"n": 2})])
+    assert first.created
+    assert (second.id, second.created) == (first.id, False)
+    assert get(store, first.id).payload == {"n": 1}
+
+
+def test_running_job_still_holds_its_key(store: Store) -> None:
+    [job_id] = insert(store, params(key="k"))
+    claim_one(store)
+    [again] = store.job_insert_many([params(key="k")])
+    assert (again.id, again.created) == (job_id, False)
+
+
+@pytest.mark.parametrize("count", [3, 2 * COPY_THRESHOLD])
+def test_duplicate_keys_inside_one_bulk_call(store: Store, count: int) -> None:
+    [held] = insert(store, params(key="held"))
+    jobs = [params(key=f"k{i % (count // 3 + 1)}", payload={"i": i}) for i in range(count)]
+    jobs.append(params(key="held"))
+    jobs.append(params())
+    results = store.job_insert_many(jobs)
+
+    first_of: dict[str, int] = {}
+    for job, result in zip(jobs, results, strict=True):
+        if job.key == "held":
+            assert (result.id, result.created) == (held, False)
+        elif job.key is None:
+            assert result.created
+        elif job.key in first_of:
+            assert (result.id, result.created) == (first_of[job.key], False)
+        else:
+            assert result.created
+            first_of[job.key] = result.id
+            assert get(store, result.id).payload == json.loads(job.payload_json)
+
+
+def test_key_is_free_again_once_the_job_is_done(store: Store) -> None:
+    [first] = insert(store, params(key="k"))
+    assert finish(store, claim_one(store), Outcome.DONE)
+    [second] = store.job_insert_many([params(key="k")])
+    assert second.created
+    assert second.id != first
+
+
+@pytest.mark.parametrize("how", ["dead", "cancelled", "cancel"])
+def test_final_jobs_do_not_block_their_key(store: Store, how: str) -> None:
+    if how == "dead":
+        first = make_dead(store, params(key="k")).id
+    elif how == "cancelled":
+        [first] = insert(store, params(key="k"))
+        assert finish(store, claim_one(store), Outcome.CANCELLED)
+    else:
+        [first] = insert(store, params(key="k"))
+        store.job_cancel(first)
+    results = store.job_insert_many([params(key="k"), params(key="k")])
+    assert results[0].created
+    assert results[0].id != first
+    assert (results[1].id, results[1].created) == (results[0].id, False)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("batch", [1, 5])
+def test_concurrent_enqueues_of_one_key_create_one_job(store: Store, batch: int) -> None:
+    threads = 6
+    start = threading.Barrier(threads, timeout=DEADLINE)
+    results: list[list[JobInsertResult]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        own = open_store(store)
+        try:
+            start.wait()
+            jobs = [params(key=f"k{i}", payload={"thread": n}) for i in range(batch)]
+            results[n] = own.job_insert_many(jobs)
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+        finally:
+            own.close()
+
+    workers = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(DEADLINE)
+        assert not worker.is_alive()
+    assert errors == []
+    for i in range(batch):
+        column = [thread_results[i] for thread_results in results]
+        assert len({result.id for result in column}) == 1
+        assert sum(result.created for result in column) == 1
+    assert sum(stat.count for stat in store.stats()) == batch
+
+
+def test_keyed_and_keyless_jobs_are_independent(store: Store) -> None:
+    results = store.job_insert_many([params(key="k"), params(), params(), params(key="k2")])
+    assert all(r.created for r in results)
+    assert claim(store, limit=10) != []
+
+
+# -- bad data -------------------------------------------------------------------------------
+
+NASTY_PAYLOAD: dict[str, Any] = {
+    "unicode": "héllo ✓ 😀 \u2028 \u2029 ü ß 中文 עברית",
+    "quotes": "it's \"quoted\" `back` ''",
+    "sql": "'); DROP TABLE chronoq_jobs; -- ; SELECT * FROM pg_user; /* */",
+    "html": "<script>alert('x')</script> &amp; <b>bold</b>",
+    "backslashes": "C:\\temp\\new \\n \\u0000 \\\\",
+    "control": "tab\there\nnewline\r\ncrlf \x01 \x1f",
+    "copy_escapes": "\\.\n\\N\t|,",
+    "empty": "",
+    "nothing": None,
+    "flags": [True, False],
+    "numbers": [0, -1, 1.5, 1e-07, 2**53 + 1, 2**70, -(2**63)],
+    "nested": {"a": [{"b": {"c": []}}], "": {}},
+    "tab\tand 'quote' key": "value",
+}
+
+
+def _nasty_jobs(count: int, *, keyed: bool) -> list[JobInsertParams]:
+    return [
+        params(
+            "q'uote\"s -- ;",
+            "t; DROP TABLE x; --",
+            NASTY_PAYLOAD | {"i": i},
+            key=f"k'ey\"{i} 😀" if keyed else None,
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("count", "keyed"), [(1, True), (1, False), (5, True), (COPY_THRESHOLD, False)]
+)
+def test_nasty_payloads_and_names_round_trip(store: Store, count: int, keyed: bool) -> None:
+    jobs = _nasty_jobs(count, keyed=keyed)
+    ids = insert(store, *jobs)
+    for i, job_id in enumerate(ids):
+        stored = get(store, job_id)
+        assert stored.payload == NASTY_PAYLOAD | {"i": i}
+        assert stored.queue == "q'uote\"s -- ;"
+        assert stored.task == "t; DROP TABLE x; --"
+        assert stored.key == (f"k'ey\"{i} 😀" if keyed else None)
+    claimed = claim(store, queues=["q'uote\"s -- ;"], limit=count + 1)
+    assert sorted(job.id for job in claimed) == sorted(ids)

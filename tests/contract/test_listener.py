@@ -1,0 +1,81 @@
+"""Contract: the change listener wakes a waiting worker when another connection enqueues."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from chronoq.core.jobs import JobStatus
+from chronoq.storage.base import ChangeListener
+
+from .support import DEADLINE, Store, claim_one, get, insert, open_store, params, ref
+
+
+@pytest.fixture
+def listener(store: Store) -> Iterator[ChangeListener]:
+    opened = store.open_listener()
+    yield opened
+    opened.close()
+
+
+def test_wait_times_out_when_nothing_happens(listener: ChangeListener) -> None:
+    started = time.monotonic()
+    assert listener.wait(0.2) is False
+    assert time.monotonic() - started >= 0.15
+    assert listener.wait(0) is False
+
+
+def test_wait_returns_after_another_connection_inserts(
+    store: Store, listener: ChangeListener
+) -> None:
+    other = open_store(store)
+    try:
+        insert(other, params(delay_seconds=3600))
+    finally:
+        other.close()
+    assert listener.wait(DEADLINE) is True
+    assert listener.wait(0.1) is False  # the change was reported once
+
+
+def test_a_blocked_waiter_is_woken_by_an_insert(store: Store, listener: ChangeListener) -> None:
+    waiting = threading.Event()
+    outcome: list[bool] = []
+
+    def wait() -> None:
+        waiting.set()
+        outcome.append(listener.wait(DEADLINE))
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    assert waiting.wait(DEADLINE)
+    started = time.monotonic()
+    insert(store)
+    waiter.join(DEADLINE)
+    assert not waiter.is_alive()
+    assert outcome == [True]
+    assert time.monotonic() - started < DEADLINE / 2
+
+
+def test_a_job_that_becomes_pending_again_wakes_the_listener(store: Store) -> None:
+    [job_id] = insert(store)
+    job = claim_one(store)
+    listener = store.open_listener()
+    try:
+        assert store.job_release_many([ref(job)]) == {job_id}
+        assert listener.wait(DEADLINE) is True
+    finally:
+        listener.close()
+    assert get(store, job_id).status is JobStatus.PENDING
+
+
+def test_many_listeners_are_all_woken(store: Store) -> None:
+    listeners = [store.open_listener() for _ in range(3)]
+    try:
+        insert(store)
+        assert [listener.wait(DEADLINE) for listener in listeners] == [True, True, True]
+    finally:
+        for listener in listeners:
+            listener.close()

@@ -1,0 +1,82 @@
+"""Helpers for tests that run workers: wait on conditions and worker events, never on sleeps."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import chronoq
+from chronoq.core.jobs import Job, Outcome
+
+_PAUSE = threading.Event()  # never set: a pause that reads as what it is, a bounded poll
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
+    """Poll `predicate` until it is truthy; fail with `what` when `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        _PAUSE.wait(delay)
+        delay = min(delay * 2, 0.1)
+
+
+@dataclass
+class RecordingSignals(chronoq.WorkerSignals):
+    """Worker signals recorded under a condition variable, so tests can wait for them."""
+
+    claims: list[Job] = field(default_factory=list)
+    finishes: list[tuple[Job, Outcome, bool]] = field(default_factory=list)
+    idles: int = 0
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        with self.changed:
+            self.claims.extend(jobs)
+            self.changed.notify_all()
+
+    def finished(self, job: Job, outcome: Outcome, accepted: bool) -> None:
+        with self.changed:
+            self.finishes.append((job, outcome, accepted))
+            self.changed.notify_all()
+
+    def idle(self) -> None:
+        with self.changed:
+            self.idles += 1
+            self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        with self.changed:
+            if not self.changed.wait_for(predicate, timeout):
+                raise AssertionError(f"timed out after {timeout}s waiting on worker signals")
+
+
+@contextmanager
+def running_worker(
+    app: chronoq.App, options: chronoq.WorkerOptions | None = None
+) -> Iterator[tuple[chronoq.Worker, RecordingSignals]]:
+    """A worker on a background thread, stopped (gracefully) when the block ends."""
+    signals = RecordingSignals()
+    worker = chronoq.Worker(app, options, signals)
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run(install_signal_handlers=False)
+        except BaseException as exc:  # surfaced to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker, signals
+    finally:
+        worker.request_stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "worker did not stop"
+        if errors:
+            raise errors[0]
