@@ -1,2 +1,115 @@
-def main() -> None:
-    raise SystemExit(0)
+"""The `chronoq` command: parse, run one command, and turn failures into one line and an exit code.
+
+Exit codes: 0 success; 1 the command failed (database unreachable, job not found, some jobs not
+requeued, ...); 2 the input is wrong (arguments, settings, DSN, a job refused at enqueue); 130
+interrupted. Errors never print a traceback, and never a DSN's password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TextIO
+
+from chronoq import __version__
+from chronoq.cli import admin
+from chronoq.cli.demo import demo
+from chronoq.cli.invocation import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    Invocation,
+)
+from chronoq.cli.output import Output
+from chronoq.cli.parser import Handler, UsageError, build_parser, missing_command
+from chronoq.cli.worker import worker
+from chronoq.errors import ChronoqError, ConfigError, EnqueueError, InvalidDuration
+from chronoq.storage.dsn import redact
+
+# Errors that mean "what you asked for is malformed", as opposed to "it could not be done".
+_INPUT_ERRORS = (ConfigError, EnqueueError, InvalidDuration)
+
+
+HANDLERS: dict[str, Handler] = {
+    "migrate": admin.migrate,
+    "worker": worker,
+    "enqueue": admin.enqueue,
+    "jobs list": admin.jobs_list,
+    "jobs show": admin.jobs_show,
+    "jobs cancel": admin.jobs_cancel,
+    "dead list": admin.dead_list,
+    "dead requeue": admin.dead_requeue,
+    "dead purge": admin.dead_purge,
+    "stats": admin.stats,
+    "demo": demo,
+}
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run one command; returns its exit code (the console script exits with it)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    out = Output.on(stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        args = _parse(arguments, out)
+        if args is None:
+            return 0  # --help or --version was printed
+        quiet = args.command != "worker"
+        with _connection_retries_unlogged() if quiet else contextlib.nullcontext():
+            return int(args.handler(Invocation(args, out, arguments)))
+    except UsageError as exc:
+        out.error(_scrub(str(exc), arguments))
+        return EXIT_USAGE
+    except ChronoqError as exc:
+        out.error(_scrub(str(exc), arguments))
+        return EXIT_USAGE if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILURE
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
+    parser = build_parser(HANDLERS, __version__)
+    try:
+        # argparse prints --help and --version to sys.stdout; send them where we were told.
+        with contextlib.redirect_stdout(out.stdout):
+            args = parser.parse_args(arguments)
+    except SystemExit as exc:
+        if exc.code:
+            raise UsageError(str(exc.code)) from None
+        return None
+    if getattr(args, "handler", None) is None:
+        raise missing_command(getattr(args, "command", None))
+    return args
+
+
+@contextlib.contextmanager
+def _connection_retries_unlogged() -> Iterator[None]:
+    """psycopg's pool logs every failed connection attempt; a command reports the failure once.
+
+    The worker is left alone: it configures logging, and a long-running process should log them.
+    """
+    logger = logging.getLogger("psycopg")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _scrub(message: str, arguments: list[str]) -> str:
+    """Belt and braces: any argument (or CHRONOQ_DSN) a message quotes is shown redacted."""
+    for text in [*arguments, os.environ.get("CHRONOQ_DSN", "")]:
+        safe = redact(text)
+        if safe != text:
+            message = message.replace(text, safe)
+    return message

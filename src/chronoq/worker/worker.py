@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -239,8 +239,10 @@ class Worker:
         while not self._stop_requested:
             self._rt.wake.clear()
             try:
-                pause = await self._claim_round()
+                pause = await self._unless_stopped_now(self._claim_round())
                 failures = 0
+            except _StoppedNow:
+                return
             except StoreError as exc:
                 failures += 1
                 pause = min(5.0, 0.05 * 2**failures)
@@ -255,6 +257,18 @@ class Worker:
             if pause > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._rt.wake.wait(), pause)
+
+    async def _unless_stopped_now(self, work: Coroutine[Any, Any, float | None]) -> float | None:
+        """Await `work`, but give up on it when an immediate stop is requested: a store call
+        stuck on an unreachable database must not hold the second Ctrl-C hostage."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self._rt.stop_now.wait())
+        done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        raise _StoppedNow
 
     async def _claim_round(self) -> float | None:
         """Claim what fits; return how long to wait before the next round (None: burst done)."""
@@ -549,10 +563,10 @@ class Worker:
     async def _shutdown(self, helpers: list[asyncio.Task[None]]) -> None:
         self._stop_requested = True
         await self._drain_in_flight()
+        now = self._rt.stop_now.is_set()
         try:
-            await asyncio.wait_for(
-                self._rt.results.join(), timeout=max(self.options.shutdown_grace, 5.0)
-            )
+            report_for = 1.0 if now else max(self.options.shutdown_grace, 5.0)
+            await asyncio.wait_for(self._rt.results.join(), timeout=report_for)
         except TimeoutError:
             log.error(
                 "gave up reporting %d result(s); their leases will expire", self._rt.results.qsize()
@@ -560,7 +574,8 @@ class Worker:
         for helper in helpers:
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
-        self._io_pool.shutdown(wait=True)
+        # After an immediate stop, a store call stuck on the network is not waited for.
+        self._io_pool.shutdown(wait=not self._rt.stop_now.is_set(), cancel_futures=True)
         self._handler_pool.shutdown(wait=False, cancel_futures=True)
         log.info(
             "worker %s stopped: %s",
@@ -589,6 +604,10 @@ class Worker:
         await asyncio.gather(*tasks, return_exceptions=True)
         # Let cancelled async jobs hand their results to the completer.
         await asyncio.sleep(0)
+
+
+class _StoppedNow(Exception):
+    """An immediate stop cut the claim loop short."""
 
 
 class _Interrupted(Exception):

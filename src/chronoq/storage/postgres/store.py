@@ -57,6 +57,7 @@ class PostgresStore:
             kwargs={"autocommit": True, "row_factory": dict_row},
             open=False,
             name="chronoq",
+            timeout=connect_timeout,  # how long a checkout waits before StoreUnavailable
             configure=_configure_session,
         )
         try:

@@ -32,6 +32,19 @@ VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_secon
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
 
+-- name: job_next_id
+-- The id AUTOINCREMENT would hand out next: past every id ever used, even deleted ones.
+SELECT max(
+    coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chronoq_jobs'), 0),
+    coalesce((SELECT max(id) FROM chronoq_jobs), 0)
+) + 1
+
+-- name: job_insert_with_id
+INSERT INTO chronoq_jobs
+    (id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, created_at)
+VALUES
+    (:id, :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :now)
+
 -- name: job_live_id_by_key
 SELECT id FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
 

@@ -44,6 +44,7 @@ from chronoq.storage.sqlfile import load_migrations, load_queries
 Q = load_queries("chronoq.storage.sqlite", "queries.sql")
 BUSY_TIMEOUT_MS = 30_000
 CHANGE_POLL_SECONDS = 0.02
+BULK_THRESHOLD = 64  # from here on, keyless batches go through one executemany
 
 
 def now_micros() -> int:
@@ -127,6 +128,8 @@ class SqliteStore:
             return [_insert_one(conn, job, now_micros()) for job in params]
         with self._write() as db:
             now = now_micros()
+            if len(params) >= BULK_THRESHOLD and all(job.key is None for job in params):
+                return _insert_keyless(db, params, now)
             return [_insert_one(db, job, now) for job in params]
 
     # -- the worker's statements ----------------------------------------------------------
@@ -307,13 +310,13 @@ def _enable_wal(db: sqlite3.Connection) -> None:
         pause = min(pause * 2, 0.05)
 
 
-def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
+def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
     run_at = (
         datetime_to_micros(job.run_at)
         if job.run_at is not None
         else now + int(job.delay_seconds * 1_000_000)
     )
-    args = {
+    return {
         "queue": job.queue,
         "task": job.task,
         "payload": job.payload_json,
@@ -324,7 +327,21 @@ def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobIn
         "key": job.key,
         "now": now,
     }
-    row = db.execute(Q["job_insert"], args).fetchone()
+
+
+def _insert_keyless(
+    db: sqlite3.Connection, jobs: Sequence[JobInsertParams], now: int
+) -> list[JobInsertResult]:
+    """Many keyless jobs in one executemany. Ids are handed out here, which is safe because
+    the caller holds the write lock (BEGIN IMMEDIATE): nobody else can insert meanwhile."""
+    first = int(db.execute(Q["job_next_id"]).fetchone()[0])
+    rows = [_insert_args(job, now) | {"id": first + i} for i, job in enumerate(jobs)]
+    db.executemany(Q["job_insert_with_id"], rows)
+    return [JobInsertResult(first + i, created=True) for i in range(len(jobs))]
+
+
+def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
+    row = db.execute(Q["job_insert"], _insert_args(job, now)).fetchone()
     if row is not None:
         return JobInsertResult(row[0], created=True)
     # Inside one write transaction nobody else can free the key between the two statements.

@@ -1,0 +1,184 @@
+"""Commands that inspect and administer the store: migrate, jobs, dead, stats, enqueue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chronoq.cli.apps import open_app
+from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
+from chronoq.cli.output import dead_table, job_detail, jobs_table, stats_json, stats_table
+from chronoq.cli.parser import UsageError
+from chronoq.config import Config
+from chronoq.core.jobs import Job, JobStatus
+from chronoq.errors import JobNotFound
+from chronoq.storage import open_store
+from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
+from chronoq.storage.dsn import redact
+
+
+def migrate(run: Invocation) -> int:
+    # Open without SQLite's migrate-on-open, so this command reports what it applied.
+    store = open_store(Config.load(dsn=run.dsn), migrate_sqlite=False)
+    try:
+        applied = store.migrate()
+        where = redact(store.dsn_display)
+    finally:
+        store.close()
+    if run.wants_json:
+        run.out.json({"applied": applied})
+    elif applied:
+        for name in applied:
+            run.out.line(f"applied {name}")
+        run.out.note(f"{where}: {len(applied)} migration(s) applied")
+    else:
+        run.out.line(f"up to date ({where})")
+    return EXIT_OK
+
+
+def enqueue(run: Invocation) -> int:
+    args = run.args
+    with open_app(run.dsn, args.app) as app:
+        result = app.enqueue(
+            args.task,
+            args.payload,
+            at=args.at,
+            delay=args.delay,
+            queue=args.queue,
+            key=args.key,
+            priority=args.priority,
+            max_attempts=args.max_attempts,
+        )
+    if run.wants_json:
+        run.out.json({"id": result.id, "created": result.created})
+    else:
+        run.out.line(str(result.id))
+    if not result.created:
+        run.out.note(f"key {args.key!r} is held by live job {result.id}; nothing new was enqueued")
+    return EXIT_OK
+
+
+# -- jobs ---------------------------------------------------------------------------------
+
+
+def jobs_list(run: Invocation) -> int:
+    args = run.args
+    params = JobListParams(
+        statuses=tuple(args.status or ()), queue=args.queue, task=args.task, limit=args.limit
+    )
+    with open_app(run.dsn) as app:
+        jobs = app.store.job_list(params)
+    _print_jobs(run, jobs)
+    return EXIT_OK
+
+
+def jobs_show(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        job = app.store.job_get(run.args.id)
+    if job is None:
+        raise JobNotFound(f"no job with id {run.args.id}")
+    if run.wants_json:
+        run.out.json(job.to_json())
+    else:
+        run.out.show(job_detail(job))
+    return EXIT_OK
+
+
+def jobs_cancel(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        job = app.store.job_cancel(run.args.id)
+    if job is None:
+        raise JobNotFound(f"no job with id {run.args.id}")
+    if run.wants_json:
+        run.out.json(job.to_json())
+    if job.status != JobStatus.CANCELLED:
+        run.out.error(
+            f"job {job.id} is {job.status}; only pending or running jobs can be cancelled"
+        )
+        return EXIT_FAILURE
+    if not run.wants_json:
+        run.out.line(f"cancelled job {job.id}")
+    return EXIT_OK
+
+
+def _print_jobs(run: Invocation, jobs: Sequence[Job]) -> None:
+    if run.wants_json:
+        run.out.json([job.to_json() for job in jobs])
+    else:
+        run.out.show(jobs_table(jobs))
+
+
+# -- dead jobs ----------------------------------------------------------------------------
+
+
+def dead_list(run: Invocation) -> int:
+    params = JobListParams(statuses=(JobStatus.DEAD,), queue=run.args.queue, limit=run.args.limit)
+    with open_app(run.dsn) as app:
+        jobs = app.store.job_list(params)
+    if run.wants_json:
+        run.out.json([job.to_json() for job in jobs])
+    else:
+        run.out.show(dead_table(jobs))
+    return EXIT_OK
+
+
+def dead_requeue(run: Invocation) -> int:
+    """Exit 0 when every selected job was requeued, 1 when some stayed dead."""
+    args = run.args
+    if bool(args.ids) == bool(args.all):
+        raise UsageError("give the ids of dead jobs to requeue, or --all (not both)")
+    wanted: list[int] | None = None if args.all else sorted(set(args.ids))
+    with open_app(run.dsn) as app:
+        result = app.store.dead_requeue(DeadRequeueParams(ids=wanted, queue=args.queue))
+    handled = set(result.requeued) | set(result.key_conflicts)
+    not_dead = [job_id for job_id in wanted or [] if job_id not in handled]
+    if run.wants_json:
+        run.out.json(
+            {
+                "requeued": result.requeued,
+                "key_conflicts": result.key_conflicts,
+                "not_dead": not_dead,
+            }
+        )
+    else:
+        _report_requeue(run, result.requeued, result.key_conflicts, not_dead)
+    return EXIT_FAILURE if result.key_conflicts or not_dead else EXIT_OK
+
+
+def _report_requeue(
+    run: Invocation, requeued: list[int], conflicts: list[int], not_dead: list[int]
+) -> None:
+    run.out.line(f"requeued {len(requeued)} job(s){_ids(requeued)}")
+    if conflicts:
+        run.out.line(
+            f"kept dead {len(conflicts)} job(s) whose key a live job holds{_ids(conflicts)}"
+        )
+    if not_dead:
+        run.out.line(f"not dead jobs{' of that queue' if run.args.queue else ''}{_ids(not_dead)}")
+
+
+def _ids(ids: list[int]) -> str:
+    return ": " + ", ".join(map(str, ids)) if ids else ""
+
+
+def dead_purge(run: Invocation) -> int:
+    params = DeadPurgeParams(older_than=run.args.older_than, queue=run.args.queue)
+    with open_app(run.dsn) as app:
+        purged = app.store.dead_purge(params)
+    if run.wants_json:
+        run.out.json({"purged": purged})
+    else:
+        run.out.line(f"purged {purged} dead job(s)")
+    return EXIT_OK
+
+
+# -- stats --------------------------------------------------------------------------------
+
+
+def stats(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        counts = app.store.stats()
+    if run.wants_json:
+        run.out.json(stats_json(counts))
+    else:
+        run.out.show(stats_table(counts))
+    return EXIT_OK

@@ -1,0 +1,95 @@
+"""Finding the App a command works with: `--app MODULE:APP`, or a bare App on `--dsn`.
+
+The DSN rule is the same for every command: `--dsn`, else `CHRONOQ_DSN`, else
+`sqlite:///chronoq.db`. An App loaded with `--app` keeps the DSN it was built with unless
+`--dsn` is given, because the module may name its database explicitly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import sys
+from types import ModuleType
+
+from chronoq.app import App
+from chronoq.config import Config
+from chronoq.errors import ConfigError
+
+APP_SPEC_HELP = "--app must look like MODULE:APP, e.g. myproject.tasks:app"
+
+
+def open_app(dsn: str | None, app_spec: str | None = None) -> App:
+    """The App named by `app_spec`, or an App without tasks on the configured database."""
+    if app_spec is None:
+        return App(config=Config.load(dsn=dsn))
+    app = load_app(app_spec)
+    if dsn:
+        app.close()  # a store opened at import time still points at the module's database
+        app.config = app.config.with_dsn(dsn)
+    return app
+
+
+def load_app(spec: str) -> App:
+    """Import `module.path:attribute` from the current directory (like `python -m` would)."""
+    module_name, attribute = _split_spec(spec)
+    _put_cwd_on_path()
+    module = _import(spec, module_name)
+    target = _resolve(spec, module, attribute)
+    if not isinstance(target, App):
+        raise ConfigError(
+            f"--app {spec}: {attribute} is a {type(target).__name__}, not a chronoq.App"
+        )
+    return target
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    module_name, colon, attribute = spec.partition(":")
+    if not (colon and module_name.strip() and attribute.strip()) or ":" in attribute:
+        raise ConfigError(f"{APP_SPEC_HELP}; got {spec!r}")
+    return module_name.strip(), attribute.strip()
+
+
+def _put_cwd_on_path() -> None:
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _import(spec: str, module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise ConfigError(
+                f"--app {spec}: no module named {exc.name!r} (run from the directory that "
+                "holds it, or add that directory to PYTHONPATH)"
+            ) from None
+        raise ConfigError(f"--app {spec}: importing {module_name} failed: {exc}") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _resolve(spec: str, module: ModuleType, attribute: str) -> object:
+    target: object = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(
+                f"--app {spec}: {module.__name__} has no attribute {attribute!r}"
+                f"{_suggest_apps(module, attribute)}"
+            )
+        target = getattr(target, part)
+    return target
+
+
+def _suggest_apps(module: ModuleType, attribute: str) -> str:
+    apps = sorted(name for name, value in vars(module).items() if isinstance(value, App))
+    close = difflib.get_close_matches(attribute, apps, n=1)
+    if close:
+        return f"; did you mean {module.__name__}:{close[0]}?"
+    if apps:
+        return f"; it defines the App(s) {', '.join(apps)}"
+    return "; it defines no chronoq.App"

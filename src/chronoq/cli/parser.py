@@ -1,0 +1,274 @@
+"""The argument parser of the `chronoq` command: every subcommand, its options and its help.
+
+Values are checked while parsing (durations, ids, ISO 8601 instants, JSON payloads), so a bad
+value is reported as a usage error that names the option, before any database is opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+from chronoq.core.durations import parse_duration
+from chronoq.core.jobs import JobStatus
+from chronoq.errors import ChronoqError
+
+MAX_JOB_ID = 2**63 - 1
+LOG_LEVELS = ("debug", "info", "warning", "error")
+SUBCOMMANDS = {
+    None: "migrate, worker, enqueue, jobs, dead, stats, demo",
+    "jobs": "list, show, cancel",
+    "dead": "list, requeue, purge",
+}
+
+
+class UsageError(Exception):
+    """The command line is malformed; the message says which part and why."""
+
+
+def missing_command(command: str | None) -> UsageError:
+    """The error for `chronoq` or `chronoq jobs` given without the command that follows."""
+    where = f"{command} " if command else ""
+    return UsageError(f"choose a {where}command: {SUBCOMMANDS[command]} (see --help)")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser that raises `UsageError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# -- value types: each raises ArgumentTypeError, which argparse prefixes with the option --------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"job id {text!r} is not a number") from None
+    if not 1 <= value <= MAX_JOB_ID:
+        raise argparse.ArgumentTypeError(f"job id {value} is out of range")
+    return value
+
+
+def duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ChronoqError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def instant(text: str) -> datetime:
+    """An ISO 8601 date-time that carries its UTC offset: a naive one would be ambiguous."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date-time such as 2030-01-31T09:00:00+01:00"
+        ) from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        example = moment.replace(tzinfo=UTC).isoformat()
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset, so the moment it names is ambiguous; "
+            f"add one, e.g. {example}"
+        )
+    return moment
+
+
+def json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"must be a JSON object of the handler's arguments, got a JSON {_json_kind(value)}"
+        )
+    return value
+
+
+def _json_kind(value: object) -> str:
+    kinds = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def statuses(text: str) -> list[JobStatus]:
+    """One status or several separated by commas: `pending,running`."""
+    wanted = []
+    for name in (part.strip().lower() for part in text.split(",")):
+        try:
+            wanted.append(JobStatus(name))
+        except ValueError:
+            known = ", ".join(status.value for status in JobStatus)
+            raise argparse.ArgumentTypeError(f"unknown status {name!r}; use {known}") from None
+    return wanted
+
+
+def name_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty name; write a,b,c")
+    return names
+
+
+# -- the parser -------------------------------------------------------------------------------
+
+Handler = Callable[..., int]
+
+
+def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
+    """The whole command tree; `handlers` maps command paths such as "jobs list" to functions."""
+    parser = ArgumentParser(
+        prog="chronoq",
+        description="chronoq: a job scheduler on PostgreSQL or SQLite.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"chronoq {version}")
+    parser.add_argument("--dsn", default=None, help=_DSN_HELP)
+    common = ArgumentParser(add_help=False, allow_abbrev=False)
+    # SUPPRESS keeps a --dsn given before the command from being reset by the subcommand.
+    common.add_argument("--dsn", default=argparse.SUPPRESS, help=_DSN_HELP)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+
+    def command(group: Any, name: str, path: str, help_text: str) -> ArgumentParser:
+        sub: ArgumentParser = group.add_parser(
+            name, help=help_text, description=help_text, parents=[common], allow_abbrev=False
+        )
+        sub.set_defaults(handler=handlers[path])
+        return sub
+
+    migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
+    _add_json(migrate)
+    _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."))
+    _add_enqueue(command(commands, "enqueue", "enqueue", "Enqueue one job; prints its id."))
+    _add_jobs(commands, command)
+    _add_dead(commands, command)
+    _add_json(command(commands, "stats", "stats", "Count jobs per queue and status."))
+    demo = command(commands, "demo", "demo", "Run a short live demonstration on SQLite.")
+    demo.add_argument(
+        "--jobs", type=positive_int, default=40, metavar="N", help="how many jobs (default 40)"
+    )
+    return parser
+
+
+_DSN_HELP = "database: sqlite:///path.db or postgresql://user@host/db (env CHRONOQ_DSN)"
+
+
+def _add_json(parser: ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON (see docs/cli.md)")
+
+
+def _add_worker(worker: ArgumentParser) -> None:
+    worker.add_argument(
+        "--app", required=True, metavar="MODULE:APP", help="the App, e.g. myproject.tasks:app"
+    )
+    worker.add_argument(
+        "--queues", type=name_list, metavar="A,B", help="queues to serve (default: all the app's)"
+    )
+    worker.add_argument(
+        "--concurrency", type=positive_int, default=10, metavar="N", help="jobs at once"
+    )
+    worker.add_argument(
+        "--batch", type=positive_int, metavar="N", help="most jobs claimed per round trip"
+    )
+    worker.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
+    worker.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        metavar="M",
+        help="run M worker processes under a supervisor",
+    )
+    worker.add_argument(
+        "--shutdown-grace",
+        type=duration,
+        metavar="SECONDS",
+        help="how long in-flight jobs may finish after SIGTERM (default 30s)",
+    )
+    worker.add_argument(
+        "--poll-interval",
+        type=duration,
+        metavar="SECONDS",
+        help="longest pause between looks at the database (default 5s)",
+    )
+    worker.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+
+
+def _add_enqueue(enqueue: ArgumentParser) -> None:
+    enqueue.add_argument("task", metavar="TASK")
+    enqueue.add_argument("--payload", type=json_object, metavar="JSON", help="a JSON object")
+    when = enqueue.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=duration, help="run after this long: 10s, 5m, 2h")
+    when.add_argument(
+        "--at", type=instant, metavar="ISO8601", help="run at this instant (with its UTC offset)"
+    )
+    enqueue.add_argument("--queue")
+    enqueue.add_argument("--key", help="idempotency key, unique among live jobs")
+    enqueue.add_argument("--max-attempts", type=positive_int, metavar="N")
+    enqueue.add_argument("--priority", type=whole_number, metavar="N", help="higher runs first")
+    enqueue.add_argument(
+        "--app", metavar="MODULE:APP", help="check the task and payload against this App"
+    )
+    _add_json(enqueue)
+
+
+def _add_jobs(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    jobs = commands.add_parser("jobs", help="List, show and cancel jobs.", allow_abbrev=False)
+    group = jobs.add_subparsers(dest="jobs_command", metavar="COMMAND")
+    listing = command(group, "list", "jobs list", "List jobs, newest first.")
+    listing.add_argument(
+        "--status", type=statuses, action="extend", metavar="S[,S]", help="filter by status"
+    )
+    listing.add_argument("--queue")
+    listing.add_argument("--task")
+    listing.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    _add_json(listing)
+    show = command(group, "show", "jobs show", "Show one job and its errors.")
+    show.add_argument("id", type=job_id, metavar="ID")
+    _add_json(show)
+    cancel = command(group, "cancel", "jobs cancel", "Cancel a pending or running job.")
+    cancel.add_argument("id", type=job_id, metavar="ID")
+    _add_json(cancel)
+
+
+def _add_dead(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    dead = commands.add_parser(
+        "dead", help="Inspect, requeue and purge dead jobs.", allow_abbrev=False
+    )
+    group = dead.add_subparsers(dest="dead_command", metavar="COMMAND")
+    listing = command(group, "list", "dead list", "List dead jobs, newest first.")
+    listing.add_argument("--queue")
+    listing.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    _add_json(listing)
+    requeue = command(group, "requeue", "dead requeue", "Give dead jobs a new set of attempts.")
+    requeue.add_argument("ids", type=job_id, nargs="*", metavar="ID")
+    requeue.add_argument("--all", action="store_true", help="every dead job (of --queue)")
+    requeue.add_argument("--queue")
+    _add_json(requeue)
+    purge = command(group, "purge", "dead purge", "Delete dead jobs.")
+    purge.add_argument(
+        "--older-than", type=duration, default=timedelta(0), help="only those dead this long: 7d"
+    )
+    purge.add_argument("--queue")
+    _add_json(purge)

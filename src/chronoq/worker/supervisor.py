@@ -1,0 +1,298 @@
+"""Run several worker processes and keep them running.
+
+```
+ chronoq worker --processes 3 ...                  the supervisor: runs no jobs itself
+   ├── python -m chronoq worker ... --processes 1  slot 0
+   ├── python -m chronoq worker ... --processes 1  slot 1
+   └── python -m chronoq worker ... --processes 1  slot 2
+```
+
+- A child that exits 0 has finished (burst mode found nothing due, or it was told to stop); its
+  slot stays empty.
+- A child that dies with another code or by a signal is restarted after a short exponential
+  backoff. A child that crashes more than `max_restarts` times within `restart_window` seconds
+  is given up on: the supervisor stops the others and exits 1, because restarting a process that
+  dies at once only hides the cause.
+- Exit code 2 means a usage or configuration error; a restart would fail the same way, so the
+  supervisor stops everything and exits 2.
+- SIGTERM and SIGINT are forwarded to every child, and so is a second one (which makes workers
+  stop at once); the supervisor then waits for all children. Children run in their own process
+  group, so Ctrl-C in a terminal reaches them once, through the supervisor, not twice.
+- Children find the supervisor's pid in `CHRONOQ_SUPERVISOR_PID` and stop gracefully when it
+  disappears, so a supervisor killed with SIGKILL leaves no orphans running.
+
+Exit status of `run()`: 0 when every child's last exit was clean, 2 after a configuration error,
+1 otherwise.
+
+The supervisor waits on one queue that carries both "child exited" (from one waiter thread per
+child) and "signal received" events; `queue.SimpleQueue.put` is reentrant, which makes it safe to
+call from a signal handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from chronoq.errors import ConfigError
+
+log = logging.getLogger("chronoq.supervisor")
+
+SUPERVISOR_PID_ENV = "CHRONOQ_SUPERVISOR_PID"
+EXIT_CONFIG = 2
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# How a child may end when the supervisor forwarded a stop signal before the child's own
+# handlers were installed: killed by it, or (SIGINT) through KeyboardInterrupt → exit 130.
+_STOPPED_BY_SIGNAL = frozenset({-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT})
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorOptions:
+    processes: int
+    max_restarts: int = 5
+    restart_window: float = 60.0
+    backoff_base: float = 0.5
+    backoff_cap: float = 5.0
+
+    def validated(self) -> SupervisorOptions:
+        if self.processes < 1:
+            raise ConfigError(f"processes must be at least 1, got {self.processes}")
+        if self.max_restarts < 0:
+            raise ConfigError(f"max_restarts must not be negative, got {self.max_restarts}")
+        for name in ("restart_window", "backoff_base", "backoff_cap"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive seconds, got {getattr(self, name)}")
+        return self
+
+
+class SupervisorSignals:
+    """Hooks the supervisor calls; no-ops in production, events in tests."""
+
+    def started(self, slot: int, pid: int) -> None:
+        """A child process was started in `slot`."""
+
+    def exited(self, slot: int, pid: int, code: int) -> None:
+        """A child exited; `code` is negative when a signal killed it."""
+
+
+@dataclass(eq=False)
+class _Slot:
+    number: int
+    process: subprocess.Popen[bytes] | None = None
+    restart_at: float | None = None
+    last_code: int | None = None
+    crashes: deque[float] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildExited:
+    slot: _Slot
+    process: subprocess.Popen[bytes]
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SignalReceived:
+    signum: int
+
+
+_Event = _ChildExited | _SignalReceived
+_SignalHandler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class Supervisor:
+    """Starts `options.processes` copies of `command` and supervises them until they exit."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        options: SupervisorOptions,
+        *,
+        env: Mapping[str, str] | None = None,
+        signals: SupervisorSignals | None = None,
+    ) -> None:
+        self.command = list(command)
+        self.options = options.validated()
+        self.signals = signals or SupervisorSignals()
+        self._env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
+        self._slots = [_Slot(number) for number in range(options.processes)]
+        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
+        self._stop_signal: int | None = None
+        self._forced_exit: int | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        """The pids of the children alive now."""
+        return [slot.process.pid for slot in self._slots if slot.process is not None]
+
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop as if `signum` had been received. Safe from any thread and signal handlers."""
+        self._events.put(_SignalReceived(signum))
+
+    def run(self, *, install_signal_handlers: bool = True) -> int:
+        previous = self._install_signal_handlers() if install_signal_handlers else {}
+        try:
+            for slot in self._slots:
+                self._spawn(slot)
+            while self._active():
+                event = self._next_event()
+                if isinstance(event, _ChildExited):
+                    self._on_exit(event)
+                elif isinstance(event, _SignalReceived):
+                    self._on_signal(event.signum)
+                self._restart_due()
+        except BaseException:
+            self._stop(signal.SIGTERM)
+            raise
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self._exit_code()
+
+    # -- children -------------------------------------------------------------------------
+
+    def _spawn(self, slot: _Slot) -> None:
+        process = subprocess.Popen(
+            self.command, env=self._env, stdin=subprocess.DEVNULL, process_group=0
+        )
+        slot.process, slot.restart_at = process, None
+        waiter = threading.Thread(
+            target=self._wait_for,
+            args=(slot, process),
+            name=f"chronoq-supervise-{slot.number}",
+            daemon=True,
+        )
+        waiter.start()
+        log.info(
+            "started worker process %d (pid %d)",
+            slot.number,
+            process.pid,
+            extra={"action": "supervisor.start", "slot": slot.number, "pid": process.pid},
+        )
+        self.signals.started(slot.number, process.pid)
+
+    def _wait_for(self, slot: _Slot, process: subprocess.Popen[bytes]) -> None:
+        self._events.put(_ChildExited(slot, process, process.wait()))
+
+    def _active(self) -> bool:
+        return any(s.process is not None or s.restart_at is not None for s in self._slots)
+
+    def _next_event(self) -> _Event | None:
+        due = [slot.restart_at for slot in self._slots if slot.restart_at is not None]
+        timeout = max(0.0, min(due) - time.monotonic()) if due else None
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _on_exit(self, event: _ChildExited) -> None:
+        slot, code = event.slot, event.code
+        if slot.process is not event.process:
+            return
+        slot.process, slot.last_code = None, code
+        self.signals.exited(slot.number, event.process.pid, code)
+        self._log_exit(slot, event.process.pid, code)
+        if code == 0 or self._stop_signal is not None:
+            return
+        if code == EXIT_CONFIG:
+            log.error("worker process %d has a configuration error; stopping", slot.number)
+            self._fail(EXIT_CONFIG)
+        elif self._crash_looping(slot):
+            log.error(
+                "worker process %d crashed %d times within %.0fs; giving up",
+                slot.number,
+                len(slot.crashes),
+                self.options.restart_window,
+                extra={"action": "supervisor.give_up", "slot": slot.number},
+            )
+            self._fail(1)
+        else:
+            delay = self._backoff(slot)
+            slot.restart_at = time.monotonic() + delay
+            log.info("restarting worker process %d in %.1fs", slot.number, delay)
+
+    def _log_exit(self, slot: _Slot, pid: int, code: int) -> None:
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        level = logging.INFO if code == 0 else logging.WARNING
+        extra = {"action": "supervisor.exit", "slot": slot.number, "pid": pid, "code": code}
+        log.log(level, "worker process %d (pid %d) %s", slot.number, pid, how, extra=extra)
+
+    def _crash_looping(self, slot: _Slot) -> bool:
+        now = time.monotonic()
+        slot.crashes.append(now)
+        while slot.crashes and slot.crashes[0] < now - self.options.restart_window:
+            slot.crashes.popleft()
+        return len(slot.crashes) > self.options.max_restarts
+
+    def _backoff(self, slot: _Slot) -> float:
+        exponent = max(len(slot.crashes) - 1, 0)
+        return float(min(self.options.backoff_cap, self.options.backoff_base * 2**exponent))
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots:
+            if slot.restart_at is not None and slot.restart_at <= now:
+                self._spawn(slot)
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int) -> None:
+        again = self._stop_signal is not None
+        log.info(
+            "received %s: %s",
+            _signal_name(signum),
+            "forwarding it, workers stop at once" if again else "stopping the worker processes",
+            extra={"action": "supervisor.signal"},
+        )
+        self._stop(signum)
+
+    def _fail(self, code: int) -> None:
+        if self._forced_exit is None:
+            self._forced_exit = code
+        self._stop(signal.SIGTERM)
+
+    def _stop(self, signum: int) -> None:
+        if self._stop_signal is None:
+            self._stop_signal = signum
+        for slot in self._slots:
+            slot.restart_at = None
+            if slot.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    slot.process.send_signal(signum)
+
+    def _exit_code(self) -> int:
+        if self._forced_exit is not None:
+            return self._forced_exit
+        stopped = self._stop_signal is not None
+        clean = all(
+            slot.last_code == 0 or (stopped and slot.last_code in _STOPPED_BY_SIGNAL)
+            for slot in self._slots
+        )
+        return 0 if clean else 1
+
+    def _install_signal_handlers(self) -> dict[int, _SignalHandler]:
+        previous: dict[int, _SignalHandler] = {}
+        for signum in FORWARDED_SIGNALS:
+            previous[signum] = signal.signal(signum, self._handle_signal)
+        return previous
+
+    def _handle_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.request_stop(signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
