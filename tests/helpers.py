@@ -7,22 +7,27 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import chronoq
 from chronoq.core.jobs import Job, Outcome
 
+T = TypeVar("T")
+
 _PAUSE = threading.Event()  # never set: a pause that reads as what it is, a bounded poll
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    """Poll `predicate` until it is truthy; fail with `what` when `timeout` passes."""
+def wait_until(predicate: Callable[[], T], timeout: float = 20.0, what: str = "") -> T:
+    """Poll `predicate` until it returns something truthy, and return that; fail with `what`
+    when `timeout` passes."""
     deadline = time.monotonic() + timeout
     delay = 0.005
-    while not predicate():
+    while not (value := predicate()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         _PAUSE.wait(delay)
         delay = min(delay * 2, 0.1)
+    return value
 
 
 @dataclass

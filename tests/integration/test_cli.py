@@ -7,28 +7,23 @@ tests wait for a condition with a deadline, or for a process to exit.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from chronoq import App, Job, JobStatus, Outcome
-from chronoq.cli.main import main
-from chronoq.storage.base import JobClaimParams, JobFinishParams
+from chronoq import App, JobStatus, Outcome
+from tests.helpers import wait_until
+from tests.integration.cli_support import (
+    Spawner,
+    enqueue,
+    finish,
+    run_cli,
+    status,
+)
 
-T = TypeVar("T")
 JOB_KEYS = {
     "id",
     "queue",
@@ -49,195 +44,6 @@ JOB_KEYS = {
     "started_at",
     "finished_at",
 }
-
-APP_SOURCE = '''
-"""A test app for the chronoq command."""
-
-import time
-from pathlib import Path
-
-import chronoq
-
-app = chronoq.App()
-
-
-@app.task
-def add(a: int, b: int) -> int:
-    return a + b
-
-
-@app.task
-async def ping() -> None:
-    pass
-
-
-@app.task
-def slow(seconds: float) -> None:
-    time.sleep(seconds)
-
-
-@app.task(lease=1.0)
-def wait_for_gate(gate: str) -> None:
-    """Runs until the test creates the file `gate` (a short lease: rescued soon if killed)."""
-    deadline = time.monotonic() + 60
-    while not Path(gate).exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gate {gate} never opened")
-        time.sleep(0.02)
-'''
-
-
-# -- helpers shared with test_supervisor.py ---------------------------------------------------
-
-
-def wait_until(
-    predicate: Callable[[], T | None], timeout: float = 30.0, what: str = "condition"
-) -> T:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def run_cli(*argv: str) -> Result:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=stdout, stderr=stderr)
-    return Result(code, stdout.getvalue(), stderr.getvalue())
-
-
-def child_pids(parent: int) -> set[int]:
-    """Live (not zombie) children of `parent`, read from /proc."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        # The command name may contain spaces and parentheses; the fields resume after the last ")".
-        state, ppid = text.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == parent and state != "Z":
-            found.add(int(stat.parent.name))
-    return found
-
-
-def status(app: App, job_id: int) -> JobStatus | None:
-    job = app.get_job(job_id)
-    return job.status if job is not None else None
-
-
-def worker_pid(job: Job) -> int:
-    assert job.worker_id is not None
-    return int(job.worker_id.split(":")[1])
-
-
-class Spawner:
-    """Starts `python -m chronoq ...` in a directory and kills what is left at teardown."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.cwd = cwd
-        self.started: list[tuple[subprocess.Popen[bytes], Path]] = []
-        self.strays: set[int] = set()
-
-    def start(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        log = self.cwd / f"chronoq-{len(self.started)}.log"
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "chronoq", *argv],
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
-            )
-        self.started.append((process, log))
-        return process
-
-    def log(self, process: subprocess.Popen[bytes]) -> str:
-        return next(log.read_text() for p, log in self.started if p is process)
-
-    def wait(self, process: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
-        try:
-            return process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"chronoq did not exit:\n{self.log(process)}") from None
-
-    def kill_at_teardown(self, pids: set[int]) -> None:
-        """Processes that may outlive the one that started them."""
-        self.strays |= pids
-
-    def kill_all(self) -> None:
-        for process, _ in self.started:
-            if process.poll() is None:
-                self.strays |= child_pids(process.pid)
-                process.kill()
-                process.wait()
-        for pid in self.strays:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def spawner(tmp_path: Path) -> Iterator[Spawner]:
-    spawned = Spawner(tmp_path)
-    yield spawned
-    spawned.kill_all()
-
-
-@pytest.fixture
-def app_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """`module:app` for the test app, importable here (cwd) and by subprocesses run in tmp_path."""
-    name = f"chronoq_test_app_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(APP_SOURCE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield f"{name}:app"
-    sys.modules.pop(name, None)
-
-
-@pytest.fixture
-def url(dsn: str) -> str:
-    """The database of the test, named the way the command takes it (a URL)."""
-    return dsn
-
-
-@pytest.fixture
-def reader(url: str) -> Iterator[App]:
-    """An App on the test database, to look at jobs the command made."""
-    app = App(url)
-    yield app
-    app.close()
-
-
-def enqueue(url: str, task: str, *options: str) -> int:
-    result = run_cli("enqueue", task, "--dsn", url, "--json", *options)
-    assert result.code == 0, result.err
-    job_id: int = result.json()["id"]
-    return job_id
-
-
-def finish(app: App, job_id: int, outcome: Outcome) -> None:
-    """Claim the job like a worker would and report `outcome` for it."""
-    job = app.get_job(job_id)
-    assert job is not None
-    [claimed] = app.store.job_claim(JobClaimParams([job.queue], 1, "test:0:0"))
-    assert claimed.id == job_id
-    app.store.job_finish_many([JobFinishParams(job_id, claimed.lease_token, outcome)])
-
 
 # -- migrate ----------------------------------------------------------------------------------
 

@@ -19,22 +19,15 @@ import pytest
 from chronoq import App, Job, JobStatus
 from chronoq.cli.worker import without_option
 from chronoq.worker.supervisor import Supervisor, SupervisorOptions, SupervisorSignals
-from tests.integration.test_cli import (
+from tests.helpers import wait_until
+from tests.integration.cli_support import (
     Spawner,
-    app_spec,
     child_pids,
     enqueue,
-    reader,
     run_cli,
-    spawner,
     status,
-    url,
-    wait_until,
     worker_pid,
 )
-
-# Fixtures shared with test_cli.py; naming them here makes pytest find them in this module.
-__all__ = ["app_spec", "reader", "spawner", "url"]
 
 FAST = SupervisorOptions(processes=1, max_restarts=2, backoff_base=0.01, backoff_cap=0.02)
 
