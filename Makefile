@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(BIN)/chronoq demo --dsn sqlite:///chronoq-demo.db
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -27,8 +27,8 @@ test: $(STAMP) lint typecheck
 	$(BIN)/pytest
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
