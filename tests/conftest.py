@@ -81,6 +81,22 @@ def dsn(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def pg_store(pg_dsn: str) -> Iterator[PostgresStore]:
+    """For what only PostgreSQL has (COPY, async connections)."""
+    opened = PostgresStore(pg_dsn)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sqlite_store(sqlite_dsn: str) -> Iterator[SqliteStore]:
+    """For what only SQLite has (several processes on one file)."""
+    opened = SqliteStore(sqlite_dsn)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
 def store(dsn: str) -> Iterator[SqliteStore | PostgresStore]:
     opened: SqliteStore | PostgresStore = (
         SqliteStore(dsn) if dsn.startswith("sqlite") else PostgresStore(dsn)

@@ -206,9 +206,8 @@ def test_concurrent_claimers_never_share_a_job(store: Store) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_claimers_in_separate_processes_never_share_a_job(store: Store) -> None:
-    if not isinstance(store, SqliteStore):
-        pytest.skip("separate processes on one file are the SQLite story")
+def test_claimers_in_separate_processes_never_share_a_job(sqlite_store: SqliteStore) -> None:
+    store = sqlite_store
     ids = insert(store, *[params() for _ in range(POOL)])
     context = multiprocessing.get_context("spawn")
     processes = 3

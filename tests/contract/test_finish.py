@@ -375,9 +375,10 @@ def test_enqueue_in_a_transaction_respects_live_keys(store: Store) -> None:
 
 
 @pytest.mark.parametrize("commit", [True, False])
-def test_async_enqueue_and_complete_in_the_callers_transaction(store: Store, commit: bool) -> None:
-    if not isinstance(store, PostgresStore):
-        pytest.skip("async connections join PostgreSQL transactions only")
+def test_async_enqueue_and_complete_in_the_callers_transaction(
+    pg_store: PostgresStore, commit: bool
+) -> None:
+    store = pg_store
     [running_id] = insert(store)
     running = claim_one(store)
 

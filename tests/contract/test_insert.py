@@ -125,10 +125,11 @@ def test_bulk_insert_returns_ids_in_input_order(store: Store, count: int) -> Non
             assert before + timedelta(seconds=i) <= stored.run_at <= after + timedelta(seconds=i)
 
 
-def test_bulk_insert_paths_on_postgres(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_insert_paths_on_postgres(
+    pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At COPY_THRESHOLD keyless rows PostgreSQL switches to COPY; keys force unnest."""
-    if not isinstance(store, PostgresStore):
-        pytest.skip("COPY is a PostgreSQL path")
+    store = pg_store
     copies: list[int] = []
     real_copy = postgres_store._copy_rows
 
