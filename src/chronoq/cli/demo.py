@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import random
 import threading
@@ -39,7 +38,7 @@ from rich.text import Text
 
 from chronoq.app import App, Enqueued, JobSpec
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
-from chronoq.cli.output import STATUS_STYLES, Output
+from chronoq.cli.output import STATUS_STYLES, Output, quiet_logger
 from chronoq.cli.parser import UsageError
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
@@ -350,16 +349,9 @@ def _phase(job: Job, db_now: datetime) -> str:
     return str(job.status)
 
 
-@contextlib.contextmanager
-def _quiet_worker_logs() -> Iterator[None]:
+def _quiet_worker_logs() -> contextlib.AbstractContextManager[None]:
     """Retries and dead jobs are the point of the demo; their warnings would tear the live view."""
-    logger = logging.getLogger("chronoq")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return quiet_logger("chronoq")
 
 
 # -- the summary --------------------------------------------------------------------------

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 from chronoq import __version__
@@ -24,7 +23,7 @@ from chronoq.cli.invocation import (
     EXIT_USAGE,
     Invocation,
 )
-from chronoq.cli.output import Output
+from chronoq.cli.output import Output, quiet_logger
 from chronoq.cli.parser import Handler, UsageError, build_parser, missing_command
 from chronoq.cli.worker import worker
 from chronoq.errors import ChronoqError, ConfigError, EnqueueError, InvalidDuration
@@ -91,19 +90,12 @@ def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
     return args
 
 
-@contextlib.contextmanager
-def _connection_retries_unlogged() -> Iterator[None]:
+def _connection_retries_unlogged() -> contextlib.AbstractContextManager[None]:
     """psycopg's pool logs every failed connection attempt; a command reports the failure once.
 
     The worker is left alone: it configures logging, and a long-running process should log them.
     """
-    logger = logging.getLogger("psycopg")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return quiet_logger("psycopg")
 
 
 def _scrub(message: str, arguments: list[str]) -> str:

@@ -6,8 +6,10 @@ was given, so tests and embedding programs can capture everything a command says
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -186,3 +188,15 @@ def stats_table(stats: Iterable[Stat]) -> Table:
     for queue, row in [*counts["queues"].items(), ("all queues", counts["totals"])]:
         table.add_row(queue, *(str(row[str(s)]) for s in JobStatus), str(row["total"]))
     return table
+
+
+@contextlib.contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """Raise logger `name` to ERROR for the block, then restore its level."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
