@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat
 
 
 def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
@@ -73,3 +73,16 @@ def micros_to_datetime(value: int | None) -> datetime | None:
 def datetime_to_micros(moment: datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def rescue_result(rows: Iterable[Mapping[str, Any]]) -> RescueResult:
+    """Split the (id, status) rows of a rescue into requeued and dead ids."""
+    result = RescueResult()
+    for row in rows:
+        target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
+        target.append(row["id"])
+    return result
+
+
+def stats_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Stat]:
+    return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]

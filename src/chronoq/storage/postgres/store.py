@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import Job, RescueResult, Stat, Wakeup
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -34,7 +34,7 @@ from chronoq.storage.base import (
     JobRescueParams,
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
-from chronoq.storage.rows import job_from_row, retry_delay
+from chronoq.storage.rows import job_from_row, rescue_result, retry_delay, stats_from_rows
 from chronoq.storage.sqlfile import load_migrations, load_queries
 
 log = logging.getLogger("chronoq.storage.postgres")
@@ -219,15 +219,11 @@ class PostgresStore:
             return {row["id"] for row in conn.execute(Q[query], args)}
 
     def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
-        result = RescueResult()
         with self._conn() as conn:
             rows = conn.execute(
                 Q["job_rescue_expired"], {"limit": params.limit, "now": params.now}
             ).fetchall()
-        for row in rows:
-            target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
-            target.append(row["id"])
-        return result
+        return rescue_result(rows)
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._conn() as conn:
@@ -279,7 +275,7 @@ class PostgresStore:
     def stats(self) -> list[Stat]:
         with self._conn() as conn:
             rows = conn.execute(Q["stats"]).fetchall()
-        return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]
+        return stats_from_rows(rows)
 
     def open_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display)

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import Job, RescueResult, Stat, Wakeup
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -37,7 +37,9 @@ from chronoq.storage.rows import (
     datetime_to_micros,
     job_from_row,
     micros_to_datetime,
+    rescue_result,
     retry_delay,
+    stats_from_rows,
 )
 from chronoq.storage.sqlfile import load_migrations, load_queries
 
@@ -190,15 +192,11 @@ class SqliteStore:
         return {row["id"] for row in rows}
 
     def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
-        result = RescueResult()
         with self._write() as db:
             rows = db.execute(
                 Q["job_rescue_expired"], {"limit": params.limit, "now": _pinned(params.now)}
             ).fetchall()
-        for row in rows:
-            target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
-            target.append(row["id"])
-        return result
+        return rescue_result(rows)
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._read() as db:
@@ -259,7 +257,7 @@ class SqliteStore:
     def stats(self) -> list[Stat]:
         with self._read() as db:
             rows = db.execute(Q["stats"]).fetchall()
-        return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]
+        return stats_from_rows(rows)
 
     def open_listener(self) -> SqliteListener:
         return SqliteListener(self.path)
