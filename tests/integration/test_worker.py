@@ -343,3 +343,32 @@ def test_async_enqueue_on_an_async_connection(pg_dsn: str) -> None:
         assert app.get_job(first_id) is not None
         plain = app.get_job(plain_id)
         assert plain is not None and plain.run_at > datetime.now(UTC) + timedelta(minutes=59)
+
+
+def test_a_failing_reporter_stops_the_worker_loudly(app: chronoq.App) -> None:
+    """A background loop of the worker that dies must not leave a worker that claims on."""
+
+    @app.task
+    def noop() -> None:
+        pass
+
+    class Broken(chronoq.WorkerSignals):
+        def finished(self, job: Any, outcome: Any, accepted: bool) -> None:
+            raise RuntimeError("hook exploded")
+
+    noop.defer()
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(poll_interval=60), Broken())
+    with pytest.raises(RuntimeError, match="hook exploded"):
+        worker.run(install_signal_handlers=False)
+
+
+def test_a_payload_that_is_not_an_object_is_dead_lettered(app: chronoq.App) -> None:
+    @app.task
+    def greet(name: str = "x") -> None:
+        pass
+
+    [result] = app.store.job_insert_many([JobInsertParams("default", "greet", "[1, 2]")])
+    assert burst(app).dead == 1
+    job = app.get_job(result.id)
+    assert job is not None
+    assert "must be a JSON object, got list" in job.errors[-1]["message"]

@@ -141,6 +141,9 @@ def check_fits(task: str, signature: inspect.Signature, payload: dict[str, Any])
 
 def payload_misfit(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> str:
     """Why `payload` cannot be passed to a handler with `signature`, or "" when it can."""
+    if not isinstance(payload, dict):
+        # Rows written by other producers may hold any JSON value.
+        return f"payload of task {task} must be a JSON object, got {type(payload).__name__}"
     try:
         signature.bind(**payload)
     except TypeError as exc:

@@ -154,6 +154,7 @@ class Worker:
         self._owned: dict[int, _Running] = {}
         self._stop_requested = False
         self._runtime: _Runtime | None = None
+        self._helper_failure: BaseException | None = None
         self._closing = threading.Event()
         self._next_rescue = 0.0
         limit = self.options.batch_size or self.options.concurrency
@@ -186,13 +187,32 @@ class Worker:
             asyncio.create_task(self._completer_loop(), name="chronoq-completer"),
             asyncio.create_task(self._heartbeat_loop(), name="chronoq-heartbeat"),
         ]
+        for helper in helpers:
+            helper.add_done_callback(self._on_helper_done)
         try:
             await self._claim_loop()
         finally:
             await self._shutdown(helpers)
             self._closing.set()
             listener.join(timeout=2.0)
+        if self._helper_failure is not None:
+            raise self._helper_failure
         return self.stats
+
+    def _on_helper_done(self, helper: asyncio.Task[None]) -> None:
+        """The completer and the heartbeater run for the worker's whole life. If one of them
+        dies, the worker must not go on claiming jobs it can neither report nor keep: it logs
+        the cause, stops at once, and `run` raises the error."""
+        if helper.cancelled() or helper.exception() is None:
+            return
+        self._helper_failure = helper.exception()
+        log.critical(
+            "%s failed; stopping the worker",
+            helper.get_name(),
+            exc_info=self._helper_failure,
+            extra={"action": "worker.helper_failed", "worker": self.worker_id},
+        )
+        self.request_stop(immediate=True)
 
     @property
     def _rt(self) -> _Runtime:
