@@ -496,24 +496,27 @@ class Worker:
             counter = {"done": "done", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}
             name = counter[str(outcome)]
             setattr(self.stats, name, getattr(self.stats, name) + 1)
-            self._log_finished(job, outcome, duration, result.params.error)
+            self._log_finished(job, outcome, duration, result.params)
         self.signals.finished(job, outcome, accepted)
 
     def _log_finished(
-        self, job: Job, outcome: Outcome, duration: float, error: dict[str, Any] | None = None
+        self, job: Job, outcome: Outcome, duration: float, params: JobFinishParams | None = None
     ) -> None:
-        level = logging.INFO if outcome == Outcome.DONE else logging.WARNING
-        detail = f": {error['error']}: {error['message']}" if error else ""
-        log.log(
-            level,
-            "job %d %s %s in %.3fs%s",
-            job.id,
-            job.task,
-            outcome,
-            duration,
-            detail,
-            extra=_job_extra(job, f"job.{outcome}", self.worker_id),
-        )
+        """One line per attempt: what happened, how long the attempt took, what comes next."""
+        head = f"job {job.id} {job.task} attempt {job.attempts}/{job.max_attempts}"
+        error = params.error if params is not None else None
+        cause = f": {error['error']}: {error['message']}" if error else ""
+        if outcome == Outcome.DONE:
+            message, level = f"{head} done in {duration:.3f}s", logging.INFO
+        elif outcome == Outcome.RETRY:
+            delay = params.retry_delay if params is not None else 0.0
+            message = f"{head} failed after {duration:.3f}s, retrying in {delay:.3f}s{cause}"
+            level = logging.WARNING
+        elif outcome == Outcome.DEAD:
+            message, level = f"{head} failed after {duration:.3f}s, now dead{cause}", logging.ERROR
+        else:
+            message, level = f"{head} cancelled after {duration:.3f}s{cause}", logging.WARNING
+        log.log(level, message, extra=_job_extra(job, f"job.{outcome}", self.worker_id))
 
     # -- leases ---------------------------------------------------------------------------
 
