@@ -288,16 +288,7 @@ class App:
             priority=check_int(
                 "priority", _first(spec.priority, known and known.priority, 0), *PRIORITY_RANGE
             ),
-            max_attempts=check_int(
-                "max_attempts",
-                _first(
-                    spec.max_attempts,
-                    known and known.max_attempts,
-                    self.config.default_max_attempts,
-                ),
-                1,
-                MAX_ATTEMPTS_LIMIT,
-            ),
+            max_attempts=_max_attempts(spec, known),
             lease_seconds=known.lease if known else self.config.default_lease,
             key=check_key(spec.key),
         )
@@ -317,6 +308,13 @@ class App:
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(job_id)
+
+
+def _max_attempts(spec: JobSpec, known: Task[Any, Any] | None) -> int | None:
+    """The job's own number, else its task's; None lets the claiming worker decide."""
+    if spec.max_attempts is not None:
+        return check_int("max_attempts", spec.max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+    return known.max_attempts if known is not None else None
 
 
 def _first(*values: Any) -> Any:

@@ -127,6 +127,21 @@ def test_the_workers_lease_for_a_task_overrides_the_stored_one(store: Store) -> 
     assert get(store, mine).lease_seconds == 2.5
 
 
+def test_a_job_without_its_own_max_attempts_takes_the_workers_task_setting(
+    store: Store,
+) -> None:
+    """`JobClaimParams.max_attempts`: NULL is filled in at claim; a number of the job's own wins."""
+    known, own, unknown = insert(
+        store, params(task="known"), params(task="known", max_attempts=7), params(task="stray")
+    )
+    assert get(store, known).max_attempts is None
+    claimed = store.job_claim(
+        JobClaimParams(["q"], 10, "w1", max_attempts={"known": 3}, default_max_attempts=11)
+    )
+    assert {job.id: job.max_attempts for job in claimed} == {known: 3, own: 7, unknown: 11}
+    assert get(store, known).max_attempts == 3
+
+
 def test_every_claim_counts_an_attempt_and_moves_the_token(store: Store) -> None:
     [job_id] = insert(store)
     tokens = []

@@ -132,6 +132,7 @@ def test_job_of_a_worker_killed_mid_job_runs_again_after_its_lease(
         job = app.get_job(job_id)
         assert job is not None
         assert (job.attempts, job.lease_token) == (2, 2)
+        assert job.max_attempts == 3  # enqueued without it; the worker's task setting applies
         assert job.errors[0]["error"] == "LeaseExpired"
         starts = [
             (e["attempt"], e["token"], e["pid"])

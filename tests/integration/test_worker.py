@@ -372,3 +372,20 @@ def test_a_payload_that_is_not_an_object_is_dead_lettered(app: chronoq.App) -> N
     job = app.get_job(result.id)
     assert job is not None
     assert "must be a JSON object, got list" in job.errors[-1]["message"]
+
+
+def test_a_job_enqueued_by_name_only_follows_the_tasks_settings(dsn: str) -> None:
+    with chronoq.App(dsn) as producer:  # knows no task, like the CLI without --app
+        job_id = producer.enqueue("fragile").id
+    with chronoq.App(dsn) as app:
+
+        @app.task(max_attempts=2, backoff=FAST, lease=7)
+        def fragile() -> None:
+            raise ConnectionError("down")
+
+        with running_worker(app) as (_, signals):
+            signals.wait_for(lambda: any(o == Outcome.DEAD for _, o, _ in signals.finishes))
+        job = app.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.attempts, job.max_attempts) == (JobStatus.DEAD, 2, 2)
+    assert job.lease_seconds == 7

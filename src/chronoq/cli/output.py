@@ -91,7 +91,7 @@ def jobs_table(jobs: Sequence[Job]) -> Table:
             job.queue,
             job.task,
             status_text(job.status),
-            f"{job.attempts}/{job.max_attempts}",
+            f"{job.attempts}/{job.max_attempts or 'task'}",
             short_time(job.run_at),
             job.key or "",
         )
@@ -150,7 +150,8 @@ def _detail_rows(job: Job) -> Iterable[tuple[str, str | Text]]:
     yield "payload", json.dumps(job.payload, ensure_ascii=False)
     yield "key", job.key or "-"
     yield "priority", str(job.priority)
-    yield "attempts", f"{job.attempts} of {job.max_attempts}"
+    allowed = job.max_attempts or "the task's setting (decided by the worker)"
+    yield "attempts", f"{job.attempts} of {allowed}"
     yield "run at", format_time(job.run_at)
     yield "created at", format_time(job.created_at)
     yield "started at", format_time(job.started_at)

@@ -47,7 +47,7 @@ class Job:
     priority: int
     run_at: datetime
     attempts: int
-    max_attempts: int
+    max_attempts: int | None  # None until claimed: the task's setting, filled in at claim
     lease_seconds: float
     lease_token: int
     locked_until: datetime | None
@@ -57,6 +57,11 @@ class Job:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @property
+    def out_of_attempts(self) -> bool:
+        """Was this attempt the last one allowed?"""
+        return self.max_attempts is not None and self.attempts >= self.max_attempts
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form used by `--json` output (times as ISO 8601 with offset)."""

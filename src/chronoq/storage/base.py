@@ -29,7 +29,7 @@ class JobInsertParams:
     run_at: datetime | None = None
     delay_seconds: float = 0.0
     priority: int = 0
-    max_attempts: int = 20
+    max_attempts: int | None = None
     lease_seconds: float = 60.0
     key: str | None = None
 
@@ -44,13 +44,17 @@ class JobInsertResult:
 
 @dataclass(frozen=True, slots=True)
 class JobClaimParams:
-    """`leases` maps task names to the worker's lease (seconds); other jobs keep their own."""
+    """`leases` maps task names to the worker's lease (seconds); other jobs keep their own.
+    `max_attempts` maps task names to attempts for jobs enqueued without a number of their own,
+    and `default_max_attempts` serves jobs of other tasks."""
 
     queues: Sequence[str]
     limit: int
     worker_id: str
     now: datetime | None = None
     leases: Mapping[str, float] = field(default_factory=dict)
+    max_attempts: Mapping[str, int] = field(default_factory=dict)
+    default_max_attempts: int = 20
 
 
 @dataclass(frozen=True, slots=True)

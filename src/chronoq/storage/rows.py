@@ -22,7 +22,7 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
         priority=int(row["priority"]),
         run_at=convert(row["run_at"]),
         attempts=int(row["attempts"]),
-        max_attempts=int(row["max_attempts"]),
+        max_attempts=_optional_int(row["max_attempts"]),
         lease_seconds=float(row["lease_seconds"]),
         lease_token=int(row["lease_token"]),
         locked_until=convert(row["locked_until"]),
@@ -33,6 +33,10 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
         started_at=convert(row["started_at"]),
         finished_at=convert(row["finished_at"]),
     )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _identity(value: Any) -> Any:

@@ -41,7 +41,7 @@ class JobContext:
         return self.job.attempts
 
     @property
-    def max_attempts(self) -> int:
+    def max_attempts(self) -> int | None:
         return self.job.max_attempts
 
     @property

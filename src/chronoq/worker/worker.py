@@ -151,6 +151,7 @@ class Worker:
             raise ConfigError("the worker has no queue to serve: register a task or pass queues")
         self.stats = WorkerStats()
         self._leases = {name: task.lease for name, task in app.tasks.items()}
+        self._max_attempts = {name: task.max_attempts for name, task in app.tasks.items()}
         self._owned: dict[int, _Running] = {}
         self._stop_requested = False
         self._runtime: _Runtime | None = None
@@ -304,7 +305,14 @@ class Worker:
         return await self._pause_until_due()
 
     async def _claim(self, limit: int) -> list[Job]:
-        params = JobClaimParams(self.queues, limit, self.worker_id, leases=self._leases)
+        params = JobClaimParams(
+            self.queues,
+            limit,
+            self.worker_id,
+            leases=self._leases,
+            max_attempts=self._max_attempts,
+            default_max_attempts=self.app.config.default_max_attempts,
+        )
         jobs: list[Job] = await self._io(self.app.store.job_claim, params)
         if not jobs:
             return jobs
@@ -430,7 +438,7 @@ class Worker:
 
     def _failed(self, running: _Running, exc: BaseException, *, delay: float) -> JobFinishParams:
         job = running.job
-        if job.attempts >= job.max_attempts:
+        if job.out_of_attempts:
             return self._finish(running, Outcome.DEAD, _error(running, exc, "dead"))
         return self._finish(running, Outcome.RETRY, _error(running, exc, "retry"), delay)
 

@@ -97,6 +97,9 @@ SET status = 'running',
     lease_token = j.lease_token + 1,
     worker_id = %(worker_id)s,
     started_at = clock.now,
+    -- A job enqueued without a max_attempts of its own takes the claiming worker's task setting.
+    max_attempts = coalesce(
+        j.max_attempts, (%(max_attempts)s::jsonb ->> j.task)::integer, %(default_max_attempts)s),
     -- The worker's own lease for the task wins: it runs the code and sends the heartbeats.
     lease_seconds = coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds),
     locked_until = clock.now

@@ -11,7 +11,8 @@ CREATE TABLE chronoq_jobs (
     priority      integer          NOT NULL DEFAULT 0,
     run_at        timestamptz      NOT NULL DEFAULT clock_timestamp(),
     attempts      integer          NOT NULL DEFAULT 0,
-    max_attempts  integer          NOT NULL DEFAULT 20,
+    -- NULL: the task's own setting, which the worker that claims the job fills in.
+    max_attempts  integer,
     lease_seconds double precision NOT NULL DEFAULT 60,
     lease_token   bigint           NOT NULL DEFAULT 0,
     locked_until  timestamptz,
@@ -25,7 +26,8 @@ CREATE TABLE chronoq_jobs (
     -- inside a transaction.
     CONSTRAINT chronoq_jobs_status_check
         CHECK (status IN ('pending', 'running', 'done', 'dead', 'cancelled')),
-    CONSTRAINT chronoq_jobs_attempts_check CHECK (attempts >= 0 AND max_attempts >= 1),
+    CONSTRAINT chronoq_jobs_attempts_check
+        CHECK (attempts >= 0 AND (max_attempts IS NULL OR max_attempts >= 1)),
     CONSTRAINT chronoq_jobs_lease_check CHECK (lease_seconds > 0),
     CONSTRAINT chronoq_jobs_running_has_lease CHECK (status <> 'running' OR locked_until IS NOT NULL)
 );

@@ -175,6 +175,8 @@ class PostgresStore:
             "worker_id": params.worker_id,
             "now": params.now,
             "leases": Jsonb(dict(params.leases)),
+            "max_attempts": Jsonb(dict(params.max_attempts)),
+            "default_max_attempts": params.default_max_attempts,
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim"], args).fetchall()

@@ -57,6 +57,11 @@ SET status = 'running',
     lease_token = lease_token + 1,
     worker_id = :worker_id,
     started_at = :now,
+    -- A job enqueued without a max_attempts of its own takes the claiming worker's task setting.
+    max_attempts = coalesce(
+        max_attempts,
+        (SELECT value FROM json_each(:max_attempts) WHERE key = chronoq_jobs.task),
+        :default_max_attempts),
     -- The worker's own lease for the task wins: it runs the code and sends the heartbeats.
     lease_seconds = coalesce(
         (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds),

@@ -148,6 +148,8 @@ class SqliteStore:
                     "worker_id": params.worker_id,
                     "now": _pinned(params.now),
                     "leases": json.dumps(dict(params.leases)),
+                    "max_attempts": json.dumps(dict(params.max_attempts)),
+                    "default_max_attempts": params.default_max_attempts,
                 },
             ).fetchall()
         jobs = [_job(row) for row in rows]

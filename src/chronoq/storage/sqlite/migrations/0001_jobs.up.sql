@@ -11,7 +11,8 @@ CREATE TABLE chronoq_jobs (
     priority      INTEGER NOT NULL DEFAULT 0,
     run_at        INTEGER NOT NULL,
     attempts      INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    max_attempts  INTEGER NOT NULL DEFAULT 20 CHECK (max_attempts >= 1),
+    -- NULL: the task's own setting, which the worker that claims the job fills in.
+    max_attempts  INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
     lease_seconds REAL    NOT NULL DEFAULT 60 CHECK (lease_seconds > 0),
     lease_token   INTEGER NOT NULL DEFAULT 0,
     locked_until  INTEGER,
