@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -28,6 +29,7 @@ from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlite.store import SqliteStore
 
 Store = SqliteStore | PostgresStore
+T = TypeVar("T")
 DEADLINE = 30.0  # seconds any wait in this suite may take before the test fails
 
 
@@ -149,3 +151,32 @@ def process_claimer(dsn: str, worker_id: str, limit: int, start: Any, results: A
         results.put((worker_id, claim_until_empty(store, worker_id, limit)))
     finally:
         store.close()
+
+
+def run_together(store: Store, threads: int, work: Callable[[Store, int], T]) -> list[T]:
+    """Run `work(own_store, n)` on `threads` threads at once, each with a store of its own,
+    released together by a barrier; return the results in thread order, or raise the first
+    error any thread met."""
+    start = threading.Barrier(threads, timeout=DEADLINE)
+    results: list[Any] = [None] * threads
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        own = open_store(store)
+        try:
+            start.wait()
+            results[n] = work(own, n)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            own.close()
+
+    workers = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(DEADLINE)
+        assert not worker.is_alive(), "a thread did not finish in time"
+    if errors:
+        raise errors[0]
+    return results

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
-import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -23,9 +22,9 @@ from .support import (
     finish,
     get,
     insert,
-    open_store,
     params,
     process_claimer,
+    run_together,
 )
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
@@ -191,29 +190,7 @@ def _assert_disjoint_and_complete(ids: list[int], claimed: list[list[int]]) -> N
 @pytest.mark.timeout(60)
 def test_concurrent_claimers_never_share_a_job(store: Store) -> None:
     ids = insert(store, *[params() for _ in range(POOL)])
-    threads = 6
-    start = threading.Barrier(threads, timeout=DEADLINE)
-    results: list[list[int]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
-
-    def run(n: int) -> None:
-        own = open_store(store)
-        try:
-            start.wait()
-            results[n] = claim_until_empty(own, f"w{n}", limit=7)
-        except BaseException as exc:
-            errors.append(exc)
-            raise
-        finally:
-            own.close()
-
-    workers = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(DEADLINE)
-        assert not worker.is_alive(), "a claimer did not finish in time"
-    assert errors == []
+    results = run_together(store, 6, lambda own, n: claim_until_empty(own, f"w{n}", limit=7))
     _assert_disjoint_and_complete(ids, results)
     assert claim(store) == []
     stored = [get(store, job_id) for job_id in ids[:: POOL // 25]]

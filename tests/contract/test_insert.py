@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -15,7 +14,6 @@ from chronoq.storage.postgres import store as postgres_store
 from chronoq.storage.postgres.store import COPY_THRESHOLD, PostgresStore
 
 from .support import (
-    DEADLINE,
     Store,
     claim,
     claim_one,
@@ -23,8 +21,8 @@ from .support import (
     get,
     insert,
     make_dead,
-    open_store,
     params,
+    run_together,
 )
 
 
@@ -227,30 +225,13 @@ def test_final_jobs_do_not_block_their_key(store: Store, how: str) -> None:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("batch", [1, 5])
 def test_concurrent_enqueues_of_one_key_create_one_job(store: Store, batch: int) -> None:
-    threads = 6
-    start = threading.Barrier(threads, timeout=DEADLINE)
-    results: list[list[JobInsertResult]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
 
-    def run(n: int) -> None:
-        own = open_store(store)
-        try:
-            start.wait()
-            jobs = [params(key=f"k{i}", payload={"thread": n}) for i in range(batch)]
-            results[n] = own.job_insert_many(jobs)
-        except BaseException as exc:
-            errors.append(exc)
-            raise
-        finally:
-            own.close()
+    def enqueue(own: Store, n: int) -> list[JobInsertResult]:
+        return own.job_insert_many(
+            [params(key=f"k{i}", payload={"thread": n}) for i in range(batch)]
+        )
 
-    workers = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(DEADLINE)
-        assert not worker.is_alive()
-    assert errors == []
+    results = run_together(store, 6, enqueue)
     for i in range(batch):
         column = [thread_results[i] for thread_results in results]
         assert len({result.id for result in column}) == 1
