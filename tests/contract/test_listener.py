@@ -10,6 +10,7 @@ import pytest
 
 from chronoq.core.jobs import JobStatus
 from chronoq.storage.base import ChangeListener
+from chronoq.storage.sqlite.store import SqliteStore
 
 from .support import DEADLINE, Store, claim_one, get, insert, open_store, params, ref
 
@@ -79,3 +80,18 @@ def test_many_listeners_are_all_woken(store: Store) -> None:
     finally:
         for listener in listeners:
             listener.close()
+
+
+def test_a_commit_in_this_process_is_announced_without_waiting_for_the_poll(
+    sqlite_store: SqliteStore,
+) -> None:
+    """White-box: the in-process announcement, not the 20 ms data_version poll, wakes it."""
+    listener = sqlite_store.open_listener()
+    try:
+        assert not listener._local.is_set()
+        insert(sqlite_store)
+        assert listener._local.is_set()
+        assert listener.wait(0)
+        assert not listener._local.is_set()
+    finally:
+        listener.close()

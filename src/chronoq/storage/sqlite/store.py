@@ -9,6 +9,7 @@ claims instead of failing with SQLITE_BUSY on a lock upgrade. WAL lets readers g
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -79,6 +80,7 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
+                _LOCAL_COMMITS.announce(self.path)
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
             except sqlite3.IntegrityError as exc:
@@ -379,12 +381,46 @@ def _translate(exc: sqlite3.OperationalError, path: str) -> Exception:
     return StoreUnavailable(f"SQLite database {path} failed: {exc}")
 
 
+class _LocalCommits:
+    """Commits made in this process, announced at once to this process's listeners.
+
+    Other processes' commits are seen through `PRAGMA data_version`, polled every 20 ms; an app
+    that enqueues and works in one process (the embedded case) should not wait for that poll.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, set[threading.Event]] = {}
+
+    def subscribe(self, path: str) -> threading.Event:
+        event = threading.Event()
+        with self._lock:
+            self._events.setdefault(os.path.realpath(path), set()).add(event)
+        return event
+
+    def unsubscribe(self, path: str, event: threading.Event) -> None:
+        with self._lock:
+            self._events.get(os.path.realpath(path), set()).discard(event)
+
+    def announce(self, path: str) -> None:
+        with self._lock:
+            events = list(self._events.get(os.path.realpath(path), ()))
+        for event in events:
+            event.set()
+
+
+_LOCAL_COMMITS = _LocalCommits()
+
+
 class SqliteListener:
-    """Notices commits by any process through `PRAGMA data_version`, which costs no disk read."""
+    """Notices commits by any process through `PRAGMA data_version`, which costs no disk read,
+    and commits of this process at once."""
 
     def __init__(self, path: str) -> None:
+        self._path = path
         self._db = _connect(path)
         self._version = self._read_version()
+        self._local = _LOCAL_COMMITS.subscribe(path)
 
     def _read_version(self) -> int:
         return int(self._db.execute(Q["data_version"]).fetchone()[0])
@@ -393,13 +429,15 @@ class SqliteListener:
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             version = self._read_version()
-            if version != self._version:
+            if self._local.is_set() or version != self._version:
+                self._local.clear()
                 self._version = version
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(CHANGE_POLL_SECONDS, remaining))
+            self._local.wait(min(CHANGE_POLL_SECONDS, remaining))
 
     def close(self) -> None:
+        _LOCAL_COMMITS.unsubscribe(self._path, self._local)
         self._db.close()
