@@ -224,3 +224,14 @@ ORDER BY queue, status
 
 -- name: data_version
 PRAGMA data_version
+
+-- name: begin_write
+-- Takes the write lock before anything is read: two writers queue here instead of failing
+-- with SQLITE_BUSY when a read lock would have to be upgraded.
+BEGIN IMMEDIATE
+
+-- name: commit
+COMMIT
+
+-- name: rollback
+ROLLBACK

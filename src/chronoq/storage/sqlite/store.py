@@ -73,13 +73,13 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(Q["begin_write"])
                 try:
                     yield self._db
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    self._db.execute(Q["rollback"])
                     raise
-                self._db.execute("COMMIT")
+                self._db.execute(Q["commit"])
                 _LOCAL_COMMITS.announce(self.path)
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
