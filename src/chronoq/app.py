@@ -285,9 +285,7 @@ class App:
             payload_json=payload_json,
             run_at=check_aware("at", spec.at) if spec.at is not None else None,
             delay_seconds=delay_seconds(spec.delay),
-            priority=check_int(
-                "priority", _first(spec.priority, known and known.priority, 0), *PRIORITY_RANGE
-            ),
+            priority=_priority(spec, known),
             max_attempts=_max_attempts(spec, known),
             lease_seconds=known.lease if known else self.config.default_lease,
             key=check_key(spec.key),
@@ -317,8 +315,11 @@ def _max_attempts(spec: JobSpec, known: Task[Any, Any] | None) -> int | None:
     return known.max_attempts if known is not None else None
 
 
-def _first(*values: Any) -> Any:
-    return next(v for v in values if v is not None and v is not False)
+def _priority(spec: JobSpec, known: Task[Any, Any] | None) -> int:
+    """The job's own priority, else its task's, else 0."""
+    if spec.priority is not None:
+        return check_int("priority", spec.priority, *PRIORITY_RANGE)
+    return known.priority if known is not None else 0
 
 
 def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:

@@ -23,7 +23,6 @@ class JobStatus(enum.StrEnum):
 
 
 _FINAL = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
-LIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
 
 
 class Outcome(enum.StrEnum):
@@ -89,32 +88,6 @@ class Job:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptError:
-    """One failed attempt in a job's error history."""
-
-    attempt: int
-    error: str
-    message: str
-    traceback: str
-    worker: str
-    started_at: str | None
-    finished_at: str | None
-    outcome: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "attempt": self.attempt,
-            "error": self.error,
-            "message": self.message,
-            "traceback": self.traceback,
-            "worker": self.worker,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "outcome": self.outcome,
-        }
 
 
 @dataclass(frozen=True, slots=True)
