@@ -2,8 +2,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_VENV := .venv-bench
+BENCH_BIN := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: install demo test lint typecheck format clean
+.PHONY: install bench-env demo test lint typecheck format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +15,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The benchmarks get an environment of their own, so peers never leak into chronoq's.
+$(BENCH_STAMP): pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/pip install --quiet --upgrade pip
+	$(BENCH_BIN)/pip install --quiet -e . -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench-env: $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/chronoq demo --dsn sqlite:///chronoq-demo.db

@@ -1,0 +1,1 @@
+"""The chronoq benchmark suite: chronoq, the bare SQL limit and peers, measured in one run."""

@@ -1,0 +1,118 @@
+"""What every measured system provides: the harness drives them all through this one shape.
+
+The harness (parent process) owns a fresh PostgreSQL database per run (`Target.pg_dsn`) and a
+Redis database it flushes (`Target.redis_url`). A system installs its schema there, enqueues
+jobs with its own fastest documented API, and says how many jobs are left. Workers run in
+separate processes (`python -m bench.worker`), which import the system, build its worker, print
+`ready`, wait for `go` on stdin, then run until SIGTERM. A job handler calls
+`Recorder.started(t)` with the `t` of its payload: in the latency figures it prints the
+lateness (now - t) so the parent can read it; in the drain figures it does nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run happens."""
+
+    pg_dsn: str
+    redis_url: str
+    sqlite_path: str
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """One worker layout: `processes` OS processes, each running `concurrency` jobs at once and
+    fetching up to `batch` jobs per round trip (a system may ignore what it has no knob for)."""
+
+    processes: int
+    concurrency: int
+    batch: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.processes}p c{self.concurrency} b{self.batch}"
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Recorder:
+    """Handlers report when a job started; in `record` mode the lateness goes to stdout."""
+
+    def __init__(self, record: bool) -> None:
+        self.record = record
+
+    def started(self, t: float | None) -> None:
+        if self.record and t is not None:
+            sys.stdout.write(f"{time.time() - t:.6f}\n")
+            sys.stdout.flush()
+
+
+class System:
+    """Base class of the measured systems. Subclasses set the class attributes and override the
+    methods; `serve` runs in the worker process, everything else in the parent."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    backend: ClassVar[str]  # "postgres", "redis" or "sqlite"
+    # Why this system is measured with these settings (docs consulted, knobs chosen).
+    notes: ClassVar[str] = ""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    @classmethod
+    def version(cls) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        """The layouts tried in the drain figure (the best one is the system's figure)."""
+        raise NotImplementedError
+
+    @classmethod
+    def latency_config(cls) -> WorkerConfig:
+        """The layout used for pickup latency and due-to-start lateness."""
+        raise NotImplementedError
+
+    def install(self) -> None:
+        """Create the system's schema in the fresh database (or flush its Redis database)."""
+        raise NotImplementedError
+
+    def enqueue_noop(self, count: int) -> None:
+        """Insert `count` immediately due no-op jobs by the fastest documented bulk path."""
+        raise NotImplementedError
+
+    def enqueue_due(self, due: Sequence[float]) -> None:
+        """Insert one no-op job per epoch time in `due`, scheduled for that time, with the time
+        in its payload as `t`. A single time is a pickup-latency probe and must use the
+        system's ordinary single-job enqueue call."""
+        raise NotImplementedError
+
+    def remaining(self) -> int:
+        """How many jobs are not finished yet."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections the parent-side methods opened."""
+
+    # -- worker process ------------------------------------------------------------------
+
+    @classmethod
+    def serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        """Build the worker, call `ready()` (which blocks until the parent says go), then run
+        jobs until SIGTERM. The no-op handler takes an optional `t` and calls
+        `recorder.started(t)` first thing."""
+        raise NotImplementedError
+
+
