@@ -31,8 +31,8 @@ from chronoq.core.backoff import Backoff
 from chronoq.core.jobs import Job
 from chronoq.core.validate import (
     PRIORITY_RANGE,
+    PayloadShape,
     check_aware,
-    check_fits,
     check_int,
     check_key,
     check_name,
@@ -94,6 +94,7 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_context, self.payload_signature = _split_context(fn)
         _refuse_reserved(self.name, self.payload_signature)
+        self.payload_shape = PayloadShape.of(self.name, self.payload_signature)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -276,7 +277,7 @@ class App:
         queue = self._queue_for(spec, known)
         payload_json = encode_payload(spec.task, spec.payload, self.config.payload_limit)
         if known is not None:
-            check_fits(spec.task, known.payload_signature, spec.payload or {})
+            known.payload_shape.check(spec.payload or {})
         if spec.at is not None and spec.delay is not None:
             raise ConfigError("give either `at` or `delay`, not both")
         return JobInsertParams(

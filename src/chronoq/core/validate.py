@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -132,11 +133,45 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
     return text
 
 
-def check_fits(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> None:
-    """Does the handler accept these keyword arguments? Raise InvalidPayload naming the gap."""
-    problem = payload_misfit(task, signature, payload)
-    if problem:
-        raise InvalidPayload(problem)
+@dataclass(frozen=True, slots=True)
+class PayloadShape:
+    """The keyword arguments a handler accepts, worked out once per task: checking a payload is
+    then two set comparisons (`Signature.bind` per job costs more than running a no-op job).
+    Anything the quick test does not clear goes to `payload_misfit` for the exact reason."""
+
+    task: str
+    signature: inspect.Signature
+    names: frozenset[str]
+    required: frozenset[str]
+    accepts_any: bool
+    never_fits: bool  # a positional-only parameter without a default: no payload can fill it
+
+    @classmethod
+    def of(cls, task: str, signature: inspect.Signature) -> PayloadShape:
+        params = signature.parameters.values()
+        by_keyword = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return cls(
+            task=task,
+            signature=signature,
+            names=frozenset(p.name for p in by_keyword),
+            required=frozenset(p.name for p in by_keyword if p.default is p.empty),
+            accepts_any=any(p.kind is p.VAR_KEYWORD for p in params),
+            never_fits=any(p.kind is p.POSITIONAL_ONLY and p.default is p.empty for p in params),
+        )
+
+    def misfit(self, payload: Any) -> str:
+        """Why `payload` cannot be passed to the handler, or "" when it can."""
+        if isinstance(payload, dict) and not self.never_fits:
+            keys = payload.keys()
+            if keys >= self.required and (self.accepts_any or keys <= self.names):
+                return ""
+        return payload_misfit(self.task, self.signature, payload)
+
+    def check(self, payload: dict[str, Any]) -> None:
+        """Raise InvalidPayload naming the gap when the handler cannot take `payload`."""
+        problem = self.misfit(payload)
+        if problem:
+            raise InvalidPayload(problem)
 
 
 def payload_misfit(task: str, signature: inspect.Signature, payload: dict[str, Any]) -> str:

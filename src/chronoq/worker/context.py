@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,9 +29,17 @@ class JobContext:
     job: Job
     worker_id: str
     store: JobStore
-    logger: logging.LoggerAdapter[logging.Logger]
     lost: bool = False
     completed_in_transaction: bool = field(default=False, init=False)
+
+    @functools.cached_property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry the job's id, task, queue and attempt."""
+        job = self.job
+        return logging.LoggerAdapter(
+            logging.getLogger("chronoq.job"),
+            {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts},
+        )
 
     @property
     def id(self) -> int:

@@ -20,6 +20,7 @@ ordinary event for a long-running worker.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
@@ -37,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job, Outcome
-from chronoq.core.validate import payload_misfit
 from chronoq.errors import ConfigError, Discard, Retry, StoreError
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
 from chronoq.worker.context import JobContext
@@ -152,7 +152,15 @@ class Worker:
         self.stats = WorkerStats()
         self._leases = {name: task.lease for name, task in app.tasks.items()}
         self._max_attempts = {name: task.max_attempts for name, task in app.tasks.items()}
+        # Every job this worker holds a lease on: running, or finished and not yet reported.
         self._owned: dict[int, _Running] = {}
+        # Handlers executing now. Slots free when a handler returns, not when its result is
+        # stored, so the next claim overlaps the previous batch's report.
+        self._running = 0
+        # Claimed ahead, waiting for a slot (leased and heartbeated like running jobs).
+        self._buffer: collections.deque[_Running] = collections.deque()
+        self._handler_seconds = _Average()
+        self._claim_seconds = _Average()
         self._stop_requested = False
         self._runtime: _Runtime | None = None
         self._helper_failure: BaseException | None = None
@@ -291,17 +299,36 @@ class Worker:
         task.cancel()
         raise _StoppedNow
 
+    def _free_slots(self) -> int:
+        """How many jobs a claim may take now: free handler slots, plus a buffer of one batch
+        while handlers are quicker than a claim round trip, but never more than `concurrency`
+        results waiting to be reported (when the store is slow to take results, claiming stops
+        instead of piling up leases).
+
+        The buffer lets the next claim travel while the current batch runs. It is kept only
+        for quick handlers: a buffered job waits about one handler's duration for its slot,
+        which is then no longer than it would have waited for its own claim, and another idle
+        worker would not have got it sooner. With slow handlers the buffer stays empty, so
+        no job waits behind them while another worker is free."""
+        concurrency = self.options.concurrency
+        buffered = len(self._buffer)
+        ahead = self._batch_size if self._handler_seconds.below(self._claim_seconds) else 0
+        return min(
+            concurrency - self._running - buffered + ahead, 2 * concurrency - len(self._owned)
+        )
+
     async def _claim_round(self) -> float | None:
         """Claim what fits; return how long to wait before the next round (None: burst done)."""
         if time.monotonic() >= self._next_rescue:
             await self._rescue()
-        free = self.options.concurrency - len(self._owned)
-        if free > 0:
-            jobs = await self._claim(min(free, self._batch_size))
-            if len(jobs) == min(free, self._batch_size):
-                return 0.0 if len(jobs) < free else self.options.poll_interval
+        free = self._free_slots()
         if free <= 0:
-            return self.options.poll_interval
+            return self.options.poll_interval  # a handler returning or a report wakes us
+        wanted = min(free, self._batch_size)
+        jobs = await self._claim(wanted)
+        if len(jobs) == wanted:
+            # More may be due: go again while slots are free, else when a handler returns.
+            return 0.0 if self._free_slots() > 0 else self.options.poll_interval
         return await self._pause_until_due()
 
     async def _claim(self, limit: int) -> list[Job]:
@@ -313,7 +340,9 @@ class Worker:
             max_attempts=self._max_attempts,
             default_max_attempts=self.app.config.default_max_attempts,
         )
+        sent = time.monotonic()
         jobs: list[Job] = await self._io(self.app.store.job_claim, params)
+        self._claim_seconds.add(time.monotonic() - sent)
         if not jobs:
             return jobs
         self.stats.claimed += len(jobs)
@@ -322,7 +351,12 @@ class Worker:
             await self._release(jobs)
             return []
         for job in jobs:
-            self._start(job)
+            running = _Running(job, JobContext(job, self.worker_id, self.app.store))
+            running.heartbeat_due = running.started + job.lease_seconds / 3
+            self._owned[job.id] = running
+            self._buffer.append(running)
+        self._start_buffered()
+        self._rt.heartbeat_wake.set()
         return jobs
 
     async def _pause_until_due(self) -> float | None:
@@ -356,6 +390,13 @@ class Worker:
             )
         return count
 
+    async def _release_buffered(self) -> None:
+        """At shutdown: give back the jobs claimed ahead that never started."""
+        waiting = [self._owned.pop(r.job.id) for r in self._buffer]
+        self._buffer.clear()
+        if waiting:
+            await self._release([r.job for r in waiting])
+
     async def _release(self, jobs: Sequence[Job]) -> None:
         refs = [JobLeaseRef(job.id, job.lease_token) for job in jobs]
         released: set[int] = await self._io(self.app.store.job_release_many, refs)
@@ -368,19 +409,19 @@ class Worker:
 
     # -- running jobs ---------------------------------------------------------------------
 
-    def _start(self, job: Job) -> None:
-        logger = logging.LoggerAdapter(
-            logging.getLogger("chronoq.job"),
-            {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts},
-        )
-        running = _Running(job, JobContext(job, self.worker_id, self.app.store, logger))
-        running.heartbeat_due = running.started + job.lease_seconds / 3
-        self._owned[job.id] = running
-        running.task = asyncio.create_task(self._execute(running), name=f"chronoq-job-{job.id}")
-        self._rt.heartbeat_wake.set()
+    def _start_buffered(self) -> None:
+        concurrency = self.options.concurrency
+        while self._buffer and self._running < concurrency and not self._stop_requested:
+            running = self._buffer.popleft()
+            running.started = time.monotonic()
+            self._running += 1
+            running.task = asyncio.create_task(
+                self._execute(running), name=f"chronoq-job-{running.job.id}"
+            )
 
     async def _execute(self, running: _Running) -> None:
         job = running.job
+        running.started = time.monotonic()
         try:
             params = await self._run_handler(running)
         except asyncio.CancelledError:
@@ -390,6 +431,11 @@ class Worker:
                 self.stats.abandoned += 1
                 return
             params = self._failed(running, _Interrupted("worker shut down mid-job"), delay=0.0)
+        finally:
+            self._running -= 1
+            self._handler_seconds.add(time.monotonic() - running.started)
+            self._start_buffered()
+            self._rt.wake.set()
         if params is None:
             self._owned.pop(job.id, None)
             self.stats.done += 1
@@ -408,7 +454,7 @@ class Worker:
                 "UnknownTask",
                 f"task {job.task!r} is not registered in this worker (it knows: {known})",
             )
-        misfit = payload_misfit(task.name, task.payload_signature, job.payload)
+        misfit = task.payload_shape.misfit(job.payload)
         if misfit:
             return self._dead(running, "InvalidPayload", misfit)
         try:
@@ -511,6 +557,8 @@ class Worker:
         self, job: Job, outcome: Outcome, duration: float, params: JobFinishParams | None = None
     ) -> None:
         """One line per attempt: what happened, how long the attempt took, what comes next."""
+        if not log.isEnabledFor(logging.WARNING if outcome != Outcome.DONE else logging.INFO):
+            return
         head = f"job {job.id} {job.task} attempt {job.attempts}/{job.max_attempts}"
         error = params.error if params is not None else None
         cause = f": {error['error']}: {error['message']}" if error else ""
@@ -593,6 +641,8 @@ class Worker:
 
     async def _shutdown(self, helpers: list[asyncio.Task[None]]) -> None:
         self._stop_requested = True
+        with contextlib.suppress(StoreError):
+            await self._release_buffered()
         await self._drain_in_flight()
         now = self._rt.stop_now.is_set()
         try:
@@ -635,6 +685,24 @@ class Worker:
         await asyncio.gather(*tasks, return_exceptions=True)
         # Let cancelled async jobs hand their results to the completer.
         await asyncio.sleep(0)
+
+
+class _Average:
+    """An exponentially weighted mean of recent durations (unknown until the first one)."""
+
+    __slots__ = ("value",)
+    WEIGHT = 0.1
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def add(self, seconds: float) -> None:
+        self.value = (
+            seconds if self.value is None else self.value + self.WEIGHT * (seconds - self.value)
+        )
+
+    def below(self, other: _Average) -> bool:
+        return self.value is not None and other.value is not None and self.value < other.value
 
 
 class _StoppedNow(Exception):
