@@ -6,7 +6,7 @@ BENCH_VENV := .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: install bench-env demo test lint typecheck format clean
+.PHONY: install bench-env bench bench-smoke demo test lint typecheck format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,18 +29,27 @@ demo: $(STAMP)
 	$(BIN)/chronoq demo --dsn sqlite:///chronoq-demo.db
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest
+	$(MAKE) bench-smoke
+
+# Every figure of the benchmark suite with a few hundred jobs, so the harness cannot rot.
+bench-smoke: $(BENCH_STAMP)
+	$(BENCH_BIN)/python -m bench --smoke
+
+# The whole suite (about 15 minutes on 2 cores): bench/RESULTS.md, results.json and charts.
+bench: $(BENCH_STAMP)
+	$(BENCH_BIN)/python -m bench
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ class System:
     backend: ClassVar[str]  # "postgres", "redis" or "sqlite"
     # Why this system is measured with these settings (docs consulted, knobs chosen).
     notes: ClassVar[str] = ""
+    # False for a system that only drains (the bare SQL loop has no wake-up path).
+    measures_latency: ClassVar[bool] = True
+    # A cap on the drain figure's job count for a system too slow to drain the full count in
+    # the suite's time budget (its rate is still measured on the capped count).
+    max_drain_jobs: ClassVar[int | None] = None
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -97,6 +102,10 @@ class System:
         system's ordinary single-job enqueue call."""
         raise NotImplementedError
 
+    def enqueue_future(self, count: int) -> None:
+        """Insert `count` jobs that are not due for a day (the backlog figure's ballast)."""
+        raise NotImplementedError
+
     def remaining(self) -> int:
         """How many jobs are not finished yet."""
         raise NotImplementedError
@@ -114,5 +123,3 @@ class System:
         jobs until SIGTERM. The no-op handler takes an optional `t` and calls
         `recorder.started(t)` first thing."""
         raise NotImplementedError
-
-

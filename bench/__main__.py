@@ -1,0 +1,81 @@
+"""`python -m bench`: run the suite and write RESULTS.md, results.json and the charts.
+
+`--smoke` runs every figure with a few hundred jobs, once, into a temporary folder: it proves
+the harness and every system's adapter still work, and its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench import report
+from bench.harness import BenchError, Settings, run, temporary_work_dir
+from bench.machine import describe
+from bench.systems import MODULES
+
+DEFAULT_SYSTEMS = ("chronoq", "bare-sql", "pgqueuer", "procrastinate", "saq")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny job counts, one run each")
+    parser.add_argument("--repeats", type=int, help="runs per figure (default 3, smoke 1)")
+    parser.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help=f"comma-separated, from: {', '.join(MODULES)}",
+    )
+    parser.add_argument("--out", type=Path, help="where results go (default bench/)")
+    parser.add_argument(
+        "--admin-dsn",
+        default=os.environ.get(
+            "CHRONOQ_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+        help="a PostgreSQL DSN allowed to create databases (env CHRONOQ_BENCH_DSN)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("CHRONOQ_BENCH_REDIS", "redis://127.0.0.1:6379/14"),
+        help="a Redis database the suite may flush (env CHRONOQ_BENCH_REDIS)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    systems = tuple(name.strip() for name in args.systems.split(",") if name.strip())
+    unknown = [name for name in systems if name not in MODULES]
+    if unknown:
+        print(f"unknown system(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    work_dir = temporary_work_dir()
+    common = {
+        "systems": systems,
+        "admin_dsn": args.admin_dsn,
+        "redis_url": args.redis_url,
+        "work_dir": work_dir,
+        "log": lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True),
+    }
+    if args.repeats:
+        common["repeats"] = args.repeats
+    settings = Settings.tiny(**common) if args.smoke else Settings.full(**common)
+    out = args.out or (work_dir / "results" if args.smoke else Path(__file__).parent)
+    try:
+        results = run(settings)
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}\n(worker logs in {work_dir})", file=sys.stderr)
+        return 1
+    results["machine"] = describe(args.admin_dsn, args.redis_url)
+    report.write(results, out, settings.log)
+    failed = [c for c in report.check_targets(results) if c.met is False]
+    if failed and not args.smoke:
+        settings.log("targets not met: " + "; ".join(f"{c.name} {c.measured}" for c in failed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,538 @@
+"""Runs the figures: every system in the same run, on a fresh database per measurement.
+
+Each measurement starts from an empty PostgreSQL database (and a flushed Redis database), so no
+run inherits another's bloat. Workers are separate processes that import and connect before the
+clock starts (`ready` / `go`), so interpreter start-up is not counted as queue time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import redis
+from psycopg import sql
+
+from bench.pgproxy import CountingProxy
+from bench.systems import load
+from bench.systems.base import System, Target, WorkerConfig
+from bench.systems.sql import Q
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "chronoq_bench"
+POLL = 0.02
+
+
+class BenchError(Exception):
+    """A measurement could not be taken; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    smoke: bool
+    repeats: int
+    systems: tuple[str, ...]
+    admin_dsn: str
+    redis_url: str
+    work_dir: Path
+    drain_jobs: int
+    bulk_jobs: int
+    pickup_samples: int
+    lateness_jobs: int
+    backlog_due: int
+    backlog_sizes: tuple[int, int]
+    efficiency_jobs: int
+    log: Callable[[str], None] = print
+
+    @classmethod
+    def full(cls, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "smoke": False,
+            "repeats": 3,
+            "drain_jobs": 100_000,
+            "bulk_jobs": 100_000,
+            "pickup_samples": 200,
+            "lateness_jobs": 10_000,
+            "backlog_due": 50_000,
+            "backlog_sizes": (1_000, 1_000_000),
+            "efficiency_jobs": 20_000,
+        }
+        return cls(**(values | overrides))
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "smoke": True,
+            "repeats": 1,
+            "drain_jobs": 300,
+            "bulk_jobs": 300,
+            "pickup_samples": 10,
+            "lateness_jobs": 200,
+            "backlog_due": 300,
+            "backlog_sizes": (10, 1_000),
+            "efficiency_jobs": 300,
+        }
+        return cls(**(values | overrides))
+
+    def target(self, pg_dsn: str | None = None) -> Target:
+        return Target(
+            pg_dsn=pg_dsn or with_database(self.admin_dsn, BENCH_DB),
+            redis_url=self.redis_url,
+            sqlite_path=str(self.work_dir / "bench.db"),
+        )
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    return {
+        "runs": [round(v, 6) for v in values],
+        "median": round(statistics.median(values), 6),
+        "min": round(min(values), 6),
+        "max": round(max(values), 6),
+    }
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def latency_stats(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(ordered, 0.99) * 1000, 3),
+        "max_ms": round(ordered[-1] * 1000, 3),
+    }
+
+
+# -- databases ----------------------------------------------------------------------------
+
+
+def with_database(dsn: str, database: str, **query: str) -> str:
+    parts = urlsplit(dsn)
+    extra = "&".join(f"{k}={v}" for k, v in query.items())
+    joined = "&".join(filter(None, [parts.query, extra]))
+    return urlunsplit(parts._replace(path=f"/{database}", query=joined))
+
+
+def fresh_environment(settings: Settings) -> Target:
+    """An empty bench database, a flushed Redis database and no SQLite file."""
+    with psycopg.connect(settings.admin_dsn, autocommit=True) as conn:
+        for name in ("drop_database", "create_database"):
+            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(BENCH_DB)))
+    client = redis.Redis.from_url(settings.redis_url)
+    client.flushdb()
+    client.close()
+    target = settings.target()
+    for suffix in ("", "-wal", "-shm"):
+        Path(target.sqlite_path + suffix).unlink(missing_ok=True)
+    return target
+
+
+def settle(target: Target) -> None:
+    """VACUUM ANALYZE after loading, for every system alike, so no autovacuum or stale
+    statistics land in the middle of one system's measurement and not another's."""
+    with psycopg.connect(target.pg_dsn, autocommit=True) as conn:
+        conn.execute(Q["vacuum_analyze"])
+
+
+def commits(target: Target) -> int:
+    with psycopg.connect(target.pg_dsn, autocommit=True) as conn:
+        row = conn.execute(Q["commits"]).fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- worker processes ---------------------------------------------------------------------
+
+
+@dataclass
+class WorkerGroup:
+    """`config.processes` worker processes of one system, started and ready, not yet going."""
+
+    name: str
+    target: Target
+    config: WorkerConfig
+    mode: str
+    work_dir: Path
+    lines: queue.Queue[float] = field(default_factory=queue.Queue)
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+
+    def start(self, timeout: float = 60.0) -> None:
+        ready: list[threading.Event] = []
+        env = os.environ | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        args = [json.dumps(asdict(self.target)), json.dumps(self.config.to_dict()), self.mode]
+        for index in range(self.config.processes):
+            log_path = self.work_dir / f"{self.name}-{index}.log"
+            self.logs.append(log_path)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.worker", self.name, *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_path.open("w"),
+                text=True,
+                cwd=ROOT,
+                env=env,
+            )
+            self.procs.append(proc)
+            event = threading.Event()
+            ready.append(event)
+            threading.Thread(target=self._read, args=(proc, event), daemon=True).start()
+        deadline = time.monotonic() + timeout
+        for event in ready:
+            while not event.wait(0.1):
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise BenchError(f"{self.name} workers not ready after {timeout:.0f}s")
+
+    def _read(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            text = line.strip()
+            if text == "ready":
+                ready.set()
+            elif text:
+                self.lines.put(float(text))
+
+    def go(self) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+
+    def check_alive(self) -> None:
+        for proc, log_path in zip(self.procs, self.logs, strict=False):
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise BenchError(f"a {self.name} worker exited with {proc.returncode}:\n{tail}")
+
+    def take(self, count: int, timeout: float) -> list[float]:
+        """The next `count` latencies the workers report."""
+        values: list[float] = []
+        deadline = time.monotonic() + timeout
+        while len(values) < count:
+            try:
+                values.append(self.lines.get(timeout=0.2))
+            except queue.Empty:
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise BenchError(
+                        f"{self.name}: {len(values)} of {count} jobs started in {timeout:.0f}s"
+                    ) from None
+        return values
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def workers(
+    settings: Settings, name: str, target: Target, config: WorkerConfig, mode: str
+) -> Iterator[WorkerGroup]:
+    group = WorkerGroup(name, target, config, mode, settings.work_dir)
+    try:
+        group.start()
+        yield group
+    finally:
+        group.stop()
+
+
+def wait_drained(
+    system: System, group: WorkerGroup, jobs: int, timeout: float, leftover: int = 0
+) -> float:
+    """Seconds from `go` until the system reports no job left but `leftover` (not yet due)."""
+    group.go()
+    started = time.perf_counter()
+    while system.remaining() > leftover:
+        if time.perf_counter() - started > timeout:
+            raise BenchError(f"{group.name}: not drained after {timeout:.0f}s ({jobs} jobs)")
+        group.check_alive()
+        time.sleep(POLL)
+    return time.perf_counter() - started
+
+
+def drain_timeout(jobs: int) -> float:
+    return 120.0 + jobs / 100
+
+
+# -- figures ------------------------------------------------------------------------------
+
+
+def open_system(name: str, target: Target) -> System:
+    system = load(name)(target)
+    system.install()
+    return system
+
+
+def drain_once(settings: Settings, name: str, config: WorkerConfig, jobs: int) -> float:
+    target = fresh_environment(settings)
+    system = open_system(name, target)
+    try:
+        system.enqueue_noop(jobs)
+        settle(target)
+        with workers(settings, name, target, config, "drain") as group:
+            return jobs / wait_drained(system, group, jobs, drain_timeout(jobs))
+    finally:
+        system.close()
+
+
+def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        cls = load(name)
+        jobs = min(settings.drain_jobs, cls.max_drain_jobs or settings.drain_jobs)
+        for config in cls.drain_configs(settings.smoke):
+            rates = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
+            row = {"system": name, "config": config.to_dict(), "label": config.label, "jobs": jobs}
+            rows.append(row | {"jobs_per_s": summary(rates)})
+            settings.log(f"drain {name} {config.label}: {statistics.median(rates):,.0f} jobs/s")
+    return rows
+
+
+def figure_bulk(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        seconds = []
+        for _ in range(settings.repeats):
+            system = open_system(name, fresh_environment(settings))
+            try:
+                started = time.perf_counter()
+                system.enqueue_noop(settings.bulk_jobs)
+                seconds.append(time.perf_counter() - started)
+            finally:
+                system.close()
+        rates = [settings.bulk_jobs / s for s in seconds]
+        rows.append(
+            {"system": name, "jobs": settings.bulk_jobs, "seconds": summary(seconds)}
+            | {"jobs_per_s": summary(rates)}
+        )
+        settings.log(f"bulk {name}: {statistics.median(rates):,.0f} jobs/s")
+    return rows
+
+
+def figure_pickup(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    """One job at a time on an idle system: enqueue call to handler start."""
+    rows = []
+    for name in names:
+        cls = load(name)
+        per_run = []
+        for _ in range(settings.repeats):
+            target = fresh_environment(settings)
+            system = open_system(name, target)
+            try:
+                with workers(settings, name, target, cls.latency_config(), "record") as group:
+                    group.go()
+                    time.sleep(1.0)  # let the workers reach their idle wait
+                    samples = []
+                    for _ in range(settings.pickup_samples):
+                        system.enqueue_due([time.time()])
+                        samples.extend(group.take(1, timeout=30))
+                        time.sleep(random.uniform(0.01, 0.03))
+            finally:
+                system.close()
+            per_run.append(latency_stats(samples))
+        rows.append(_latency_row(name, settings.pickup_samples, per_run))
+        settings.log(f"pickup {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
+    return rows
+
+
+def figure_lateness(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    """`lateness_jobs` jobs scheduled evenly across one second: due time to handler start."""
+    rows = []
+    for name in names:
+        cls = load(name)
+        per_run = []
+        for _ in range(settings.repeats):
+            target = fresh_environment(settings)
+            system = open_system(name, target)
+            try:
+                with workers(settings, name, target, cls.latency_config(), "record") as group:
+                    group.go()
+                    first_due = time.time() + 5.0
+                    count = settings.lateness_jobs
+                    system.enqueue_due([first_due + i / count for i in range(count)])
+                    if time.time() > first_due:
+                        raise BenchError(f"{name}: enqueue of {count} jobs took longer than 5 s")
+                    samples = group.take(count, timeout=drain_timeout(count))
+            finally:
+                system.close()
+            per_run.append(latency_stats(samples))
+        rows.append(_latency_row(name, settings.lateness_jobs, per_run))
+        settings.log(f"lateness {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
+    return rows
+
+
+def _latency_row(name: str, samples: int, per_run: list[dict[str, float]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"system": name, "samples": samples}
+    for key in ("p50_ms", "p99_ms", "max_ms"):
+        row[key] = summary([run[key] for run in per_run])
+    return row
+
+
+def figure_backlog(settings: Settings, name: str, config: WorkerConfig) -> list[dict[str, Any]]:
+    """Drain rate of `backlog_due` due jobs with a small and a huge not-yet-due backlog."""
+    rows = []
+    for future in settings.backlog_sizes:
+        target = fresh_environment(settings)
+        system = open_system(name, target)
+        rates = []
+        try:
+            system.enqueue_future(future)
+            for _ in range(settings.repeats):
+                system.enqueue_noop(settings.backlog_due)
+                settle(target)
+                with workers(settings, name, target, config, "drain") as group:
+                    seconds = wait_drained(
+                        system,
+                        group,
+                        settings.backlog_due,
+                        drain_timeout(settings.backlog_due),
+                        leftover=future,
+                    )
+                rates.append(settings.backlog_due / seconds)
+        finally:
+            system.close()
+        rows.append(
+            {"system": name, "config": config.to_dict(), "future_jobs": future}
+            | {"due_jobs": settings.backlog_due, "jobs_per_s": summary(rates)}
+        )
+        settings.log(f"backlog {name} {future:,} future: {statistics.median(rates):,.0f} jobs/s")
+    return rows
+
+
+def figure_efficiency(settings: Settings, configs: dict[str, WorkerConfig]) -> list[dict[str, Any]]:
+    """Round trips (counted on the wire) and commits (pg_stat_database) per job at saturation,
+    each PostgreSQL system in its best drain layout."""
+    rows = []
+    upstream = urlsplit(settings.admin_dsn)
+    with CountingProxy(upstream.hostname or "127.0.0.1", upstream.port or 5432) as proxy:
+        for name, config in configs.items():
+            jobs = settings.efficiency_jobs
+            target = fresh_environment(settings)
+            system = open_system(name, target)
+            proxied = replace(
+                target,
+                pg_dsn=with_database(
+                    settings.admin_dsn.replace(f":{upstream.port or 5432}", f":{proxy.port}", 1),
+                    BENCH_DB,
+                    sslmode="disable",
+                ),
+            )
+            try:
+                system.enqueue_noop(jobs)
+                settle(target)
+                polls_cost = _commits_per_poll(system, target)
+                with workers(settings, name, proxied, config, "drain") as group:
+                    proxy.reset()
+                    before = commits(target)
+                    polls = 0
+                    group.go()
+                    while system.remaining() > 0:
+                        polls += 1
+                        group.check_alive()
+                        time.sleep(0.1)
+                    counted = proxy.counts.snapshot()
+                time.sleep(1.5)  # backends flush their statistics at most once a second
+                after = commits(target)
+            finally:
+                system.close()
+            worker_commits = after - before - 1 - round((polls + 1) * polls_cost)
+            rows.append(
+                {
+                    "system": name,
+                    "config": config.to_dict(),
+                    "jobs": jobs,
+                    "round_trips_per_job": round(counted["round_trips"] / jobs, 4),
+                    "commits_per_job": round(max(0, worker_commits) / jobs, 4),
+                    "round_trips": counted["round_trips"],
+                    "commits": worker_commits,
+                }
+            )
+            settings.log(
+                f"efficiency {name}: {rows[-1]['round_trips_per_job']} round trips/job, "
+                f"{rows[-1]['commits_per_job']} commits/job"
+            )
+    return rows
+
+
+def _commits_per_poll(system: System, target: Target) -> float:
+    """What one `remaining()` call itself commits, so the parent's polling is not counted."""
+    before = commits(target)
+    for _ in range(20):
+        system.remaining()
+    time.sleep(1.5)
+    return max(0.0, (commits(target) - before - 1) / 20)
+
+
+def best_configs(drain_rows: list[dict[str, Any]]) -> dict[str, WorkerConfig]:
+    best: dict[str, dict[str, Any]] = {}
+    for row in drain_rows:
+        current = best.get(row["system"])
+        if current is None or row["jobs_per_s"]["median"] > current["jobs_per_s"]["median"]:
+            best[row["system"]] = row
+    return {name: WorkerConfig(**row["config"]) for name, row in best.items()}
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    started = time.time()
+    classes = {name: load(name) for name in settings.systems}
+    postgres = [n for n, c in classes.items() if c.backend == "postgres"]
+    latency = [n for n, c in classes.items() if c.measures_latency]
+    figures: dict[str, Any] = {}
+    figures["drain"] = figure_drain(settings, list(classes))
+    figures["bulk"] = figure_bulk(settings, list(classes))
+    figures["pickup"] = figure_pickup(settings, latency)
+    figures["lateness"] = figure_lateness(settings, latency)
+    best = best_configs(figures["drain"])
+    if "chronoq" in classes:
+        figures["backlog"] = figure_backlog(settings, "chronoq", best["chronoq"])
+    figures["efficiency"] = figure_efficiency(settings, {name: best[name] for name in postgres})
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 1),
+        "smoke": settings.smoke,
+        "repeats": settings.repeats,
+        "systems": {
+            name: {
+                "title": cls.title,
+                "version": cls.version(),
+                "backend": cls.backend,
+                "notes": cls.notes,
+            }
+            for name, cls in classes.items()
+        },
+        "figures": figures,
+    }
+
+
+def temporary_work_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="chronoq-bench-"))

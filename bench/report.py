@@ -1,0 +1,364 @@
+"""Turns a run's figures into `results.json`, `RESULTS.md` and PNG charts; checks the targets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ANALYSIS = Path(__file__).with_name("analysis.md")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    goal: str
+    measured: str
+    met: bool | None  # None: a figure it needs was not taken in this run
+
+
+def _best(figures: dict[str, Any], system: str) -> dict[str, Any] | None:
+    rows = [r for r in figures.get("drain", []) if r["system"] == system]
+    return max(rows, key=lambda r: r["jobs_per_s"]["median"], default=None)
+
+
+def _row(figures: dict[str, Any], figure: str, system: str) -> dict[str, Any] | None:
+    return next((r for r in figures.get(figure, []) if r["system"] == system), None)
+
+
+def _ratio_check(name: str, goal: float, ours: float | None, theirs: float | None) -> Check:
+    if ours is None or theirs is None or theirs == 0:
+        return Check(name, f"≥ {goal}×", "not measured", None)
+    ratio = ours / theirs
+    return Check(name, f"≥ {goal}×", f"{ratio:.3g}×", ratio >= goal)
+
+
+def _max_check(name: str, goal: float, unit: str, value: float | None) -> Check:
+    if value is None:
+        return Check(name, f"≤ {goal:g} {unit}".strip(), "not measured", None)
+    return Check(name, f"≤ {goal:g} {unit}".strip(), f"{value:.3g} {unit}".strip(), value <= goal)
+
+
+def check_targets(results: dict[str, Any]) -> list[Check]:
+    figures = results["figures"]
+
+    def best_rate(system: str) -> float | None:
+        row = _best(figures, system)
+        return row["jobs_per_s"]["median"] if row else None
+
+    def median(figure: str, system: str, key: str) -> float | None:
+        row = _row(figures, figure, system)
+        return row[key]["median"] if row else None
+
+    backlog = {r["future_jobs"]: r["jobs_per_s"]["median"] for r in figures.get("backlog", [])}
+    small, large = (min(backlog), max(backlog)) if backlog else (None, None)
+    efficiency = _row(figures, "efficiency", "chronoq")
+    return [
+        _ratio_check(
+            "Drain vs PGQueuer (best layouts)", 1.5, best_rate("chronoq"), best_rate("pgqueuer")
+        ),
+        _ratio_check(
+            "Drain vs Procrastinate (best layouts)",
+            10,
+            best_rate("chronoq"),
+            best_rate("procrastinate"),
+        ),
+        _ratio_check(
+            "Drain vs the bare SQL loop (best layouts)",
+            0.5,
+            best_rate("chronoq"),
+            best_rate("bare-sql"),
+        ),
+        _ratio_check(
+            "Bulk enqueue vs raw COPY",
+            0.7,
+            median("bulk", "chronoq", "jobs_per_s"),
+            median("bulk", "bare-sql", "jobs_per_s"),
+        ),
+        _max_check("Immediate pickup p99", 10, "ms", median("pickup", "chronoq", "p99_ms")),
+        _max_check(
+            "Due→start lateness p99 (10k due in one second)",
+            20,
+            "ms",
+            median("lateness", "chronoq", "p99_ms"),
+        ),
+        _ratio_check(
+            f"Drain with {large or 0:,} future jobs vs {small or 0:,}",
+            0.8,
+            backlog.get(large) if large else None,
+            backlog.get(small) if small else None,
+        ),
+        _max_check(
+            "Round trips per job at saturation",
+            0.05,
+            "",
+            efficiency["round_trips_per_job"] if efficiency else None,
+        ),
+    ]
+
+
+# -- markdown -----------------------------------------------------------------------------
+
+
+def _rate(summary: dict[str, Any]) -> str:
+    return f"{summary['median']:,.0f} ({summary['min']:,.0f}–{summary['max']:,.0f})"
+
+
+def _ms(summary: dict[str, Any]) -> str:
+    return f"{summary['median']:,.1f} ({summary['min']:,.1f}–{summary['max']:,.1f})"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
+    machine, figures, systems = results["machine"], results["figures"], results["systems"]
+
+    def title(name: str) -> str:
+        return str(systems[name]["title"])
+
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {results['started_at']}, {results['duration_s']:.0f} s, each figure "
+        f"{results['repeats']} time(s): the median, with the lowest and highest run in brackets. "
+        "Every system was measured in this same run, on a fresh database per measurement.",
+        "",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+        f"Linux {machine['kernel']}, Python {machine['python']}, PostgreSQL "
+        f"{machine['postgres']}, Redis {machine['redis']}, SQLite {machine['sqlite']}, "
+        f"chronoq commit {machine['chronoq_commit']}. The database, the workers and the "
+        "harness share these cores.",
+        "",
+    ]
+    if results.get("smoke"):
+        lines += ["**Smoke run**: tiny job counts, figures are not meaningful.", ""]
+    lines += ["## Targets", ""]
+    lines += _table(
+        ["target", "goal", "measured", "met"],
+        [
+            [c.name, c.goal, c.measured, {True: "yes", False: "**no**", None: "—"}[c.met]]
+            for c in check_targets(results)
+        ],
+    )
+    lines += ["## Systems", ""]
+    lines += _table(
+        ["system", "version", "backend", "settings"],
+        [[s["title"], s["version"], s["backend"], s["notes"]] for s in systems.values()],
+    )
+    lines += [
+        "## 1. Drain",
+        "",
+        "Pending no-op jobs, workers started, jobs/s until none is left. Layout `Np cC bB`: "
+        "N worker processes, C jobs in flight per process, B jobs per fetch.",
+        "",
+    ]
+    if "drain" in charts:
+        lines += [f"![drain]({charts['drain']})", ""]
+    bare = {
+        (r["config"]["processes"], r["config"]["batch"]): r["jobs_per_s"]["median"]
+        for r in figures["drain"]
+        if r["system"] == "bare-sql"
+    }
+    rows = []
+    for r in figures["drain"]:
+        limit = bare.get((r["config"]["processes"], r["config"]["batch"]))
+        versus = (
+            f"{r['jobs_per_s']['median'] / limit:.2f}×"
+            if limit and r["system"] == "chronoq"
+            else ""
+        )
+        rows.append(
+            [title(r["system"]), r["label"], f"{r['jobs']:,}", _rate(r["jobs_per_s"]), versus]
+        )
+    lines += _table(["system", "layout", "jobs", "jobs/s", "vs bare loop, same layout"], rows)
+    lines += ["## 2. Bulk enqueue", ""]
+    lines += _table(
+        ["system", "jobs", "seconds", "jobs/s"],
+        [
+            [title(r["system"]), f"{r['jobs']:,}", _ms(r["seconds"]), _rate(r["jobs_per_s"])]
+            for r in figures["bulk"]
+        ],
+    )
+    lines += [
+        "The bare SQL row is a raw COPY of exactly the rows chronoq writes.",
+        "",
+        "## 3. Latency",
+        "",
+        "Pickup: one job at a time on an idle system, from the enqueue call to the handler's "
+        "first line. Lateness: jobs scheduled evenly across one second, from their due time to "
+        "the handler's first line. Milliseconds.",
+        "",
+    ]
+    if "latency" in charts:
+        lines += [f"![latency]({charts['latency']})", ""]
+    rows = []
+    for figure in ("pickup", "lateness"):
+        for r in figures[figure]:
+            rows.append(
+                [figure, title(r["system"]), f"{r['samples']:,}"]
+                + [_ms(r[key]) for key in ("p50_ms", "p99_ms", "max_ms")]
+            )
+    lines += _table(["figure", "system", "jobs", "p50", "p99", "max"], rows)
+    if figures.get("backlog"):
+        lines += [
+            "## 4. Backlog independence",
+            "",
+            "Drain of due jobs while many not-yet-due jobs sit in the same table.",
+            "",
+        ]
+        lines += _table(
+            ["system", "layout", "future jobs", "due jobs", "jobs/s"],
+            [
+                [
+                    title(r["system"]),
+                    f"{r['config']['processes']}p b{r['config']['batch']}",
+                    f"{r['future_jobs']:,}",
+                    f"{r['due_jobs']:,}",
+                    _rate(r["jobs_per_s"]),
+                ]
+                for r in figures["backlog"]
+            ],
+        )
+    lines += [
+        "## 5. Efficiency at saturation",
+        "",
+        "Each PostgreSQL system in its best drain layout, through a relay that counts the "
+        "messages after which a client waits for the server (`Query` and `Sync`), so every "
+        "driver is counted the same way; commits from `pg_stat_database`, less the harness's "
+        "own polling.",
+        "",
+    ]
+    lines += _table(
+        ["system", "layout", "jobs", "round trips/job", "commits/job"],
+        [
+            [
+                title(r["system"]),
+                f"{r['config']['processes']}p c{r['config']['concurrency']} "
+                f"b{r['config']['batch']}",
+                f"{r['jobs']:,}",
+                f"{r['round_trips_per_job']:.4f}",
+                f"{r['commits_per_job']:.4f}",
+            ]
+            for r in figures["efficiency"]
+        ],
+    )
+    if ANALYSIS.exists():
+        lines += [ANALYSIS.read_text(encoding="utf-8").strip(), ""]
+    return "\n".join(lines)
+
+
+# -- charts -------------------------------------------------------------------------------
+
+
+def draw_charts(results: dict[str, Any], out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = results["systems"]
+    figures = results["figures"]
+    written: dict[str, str] = {}
+
+    names = [n for n in systems if _best(figures, n)]
+    if names:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+        best = [_best(figures, n) for n in names]
+        medians = [b["jobs_per_s"]["median"] if b else 0 for b in best]
+        _bars(left, [systems[n]["title"] for n in names], medians, best)
+        left.set_title("Drain, best layout of each system")
+        left.set_xlabel("jobs/s")
+        _grid(right, figures["drain"])
+        fig.tight_layout()
+        _save(fig, out / "drain.png", plt)
+        written["drain"] = "drain.png"
+
+    latency_names = [n for n in systems if _row(figures, "pickup", n)]
+    if latency_names:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+        for ax, figure, label in zip(
+            axes,
+            ("pickup", "lateness"),
+            ("Pickup on an idle system", "Due→start lateness"),
+            strict=True,
+        ):
+            _latency(ax, figure, label, latency_names, figures, systems)
+        fig.tight_layout()
+        _save(fig, out / "latency.png", plt)
+        written["latency"] = "latency.png"
+    return written
+
+
+def _bars(ax: Any, labels: list[str], medians: list[float], rows: list[Any]) -> None:
+    low = [m - (r["jobs_per_s"]["min"] if r else m) for m, r in zip(medians, rows, strict=True)]
+    high = [(r["jobs_per_s"]["max"] if r else m) - m for m, r in zip(medians, rows, strict=True)]
+    positions = range(len(labels))
+    ax.barh(positions, medians, xerr=[low, high], color="#4c72b0", capsize=3)
+    ax.set_yticks(list(positions), labels)
+    ax.invert_yaxis()
+    for y, value in zip(positions, medians, strict=True):
+        ax.text(value, y, f" {value:,.0f}", va="center", fontsize=8)
+
+
+def _grid(ax: Any, drain: list[dict[str, Any]]) -> None:
+    def layout(row: dict[str, Any]) -> tuple[int, int]:
+        return row["config"]["processes"], row["config"]["batch"]
+
+    layouts = sorted({layout(r) for r in drain if r["system"] in ("chronoq", "bare-sql")})
+    width = 0.38
+    for offset, system, color in (
+        (-width / 2, "chronoq", "#4c72b0"),
+        (width / 2, "bare-sql", "#999999"),
+    ):
+        rates = {layout(r): r["jobs_per_s"]["median"] for r in drain if r["system"] == system}
+        ax.bar(
+            [i + offset for i in range(len(layouts))],
+            [rates.get(key, 0) for key in layouts],
+            width,
+            label=system,
+            color=color,
+        )
+    ax.set_xticks(range(len(layouts)), [f"{p}p b{b}" for p, b in layouts], fontsize=8)
+    ax.set_title("chronoq and the bare SQL loop, by processes and batch")
+    ax.set_ylabel("jobs/s")
+    ax.legend()
+
+
+def _latency(
+    ax: Any,
+    figure: str,
+    label: str,
+    names: list[str],
+    figures: dict[str, Any],
+    systems: dict[str, Any],
+) -> None:
+    rows = [_row(figures, figure, n) for n in names]
+    positions = range(len(names))
+    for offset, key, color in ((-0.2, "p50_ms", "#55a868"), (0.2, "p99_ms", "#c44e52")):
+        values = [max(r[key]["median"], 0.01) if r else 0 for r in rows]
+        ax.bar([p + offset for p in positions], values, 0.4, label=key[:3], color=color)
+    ax.set_yscale("log")
+    ax.set_xticks(list(positions), [systems[n]["title"] for n in names], fontsize=8)
+    ax.set_ylabel("milliseconds (log)")
+    ax.set_title(label)
+    ax.legend()
+
+
+def _save(fig: Any, path: Path, plt: Any) -> None:
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(results: dict[str, Any], out: Path, log: Callable[[str], None] = print) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    results = results | {"targets": [c.__dict__ for c in check_targets(results)]}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    charts = draw_charts(results, out)
+    (out / "RESULTS.md").write_text(markdown(results, charts), encoding="utf-8")
+    log(f"wrote {out / 'RESULTS.md'}, {out / 'results.json'} and {len(charts)} chart(s)")

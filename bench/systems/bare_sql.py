@@ -1,0 +1,108 @@
+"""The limit of chronoq's design: its exact claim and batch-finish statements in a plain loop.
+
+No framework, no event loop, no threads: one connection per process claims `batch` jobs, "runs"
+them, and finishes them in one statement, again and again. Enqueue is a raw COPY of the rows
+chronoq's bulk path writes. Whatever chronoq loses against this is framework overhead.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from bench.systems.base import Recorder, Target, WorkerConfig
+from bench.systems.chronoq_pg import BATCHES, PROCESSES, ChronoqPostgres
+from bench.systems.sql import Q as BENCH_Q
+from chronoq.storage.sqlfile import load_queries
+
+Q = load_queries("chronoq.storage.postgres", "queries.sql")
+IDLE_PAUSE = 0.005
+
+
+class BareSQL(ChronoqPostgres):
+    name: ClassVar[str] = "bare-sql"
+    title: ClassVar[str] = "bare SQL loop (limit)"
+    backend: ClassVar[str] = "postgres"
+    notes: ClassVar[str] = (
+        "chronoq's job_claim and job_finish_many statements in a psycopg loop, one connection "
+        "per process; enqueue is a raw COPY of the same rows."
+    )
+    measures_latency: ClassVar[bool] = False
+
+    @classmethod
+    def version(cls) -> str:
+        return f"psycopg {psycopg.__version__}"
+
+    @classmethod
+    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        if smoke:
+            return [WorkerConfig(1, 100, 100)]
+        return [WorkerConfig(p, b, b) for p in PROCESSES for b in BATCHES]
+
+    def enqueue_noop(self, count: int) -> None:
+        now = datetime.now(UTC)
+        with (
+            psycopg.connect(self.dsn) as conn,
+            conn.cursor() as cur,
+            cur.copy(BENCH_Q["raw_copy"]) as copy,
+        ):
+            for _ in range(count):
+                copy.write_row(("default", "noop", "{}", 0, now, 3, 60.0))
+
+    def enqueue_due(self, due: Sequence[float]) -> None:
+        raise NotImplementedError("the bare loop has no wake-up path; it only drains")
+
+    @classmethod
+    def serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        stop = False
+
+        def on_term(signum: int, frame: object) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        with psycopg.connect(target.pg_dsn, autocommit=True, row_factory=dict_row) as conn:
+            ready()
+            claim_args = _claim_args(config.batch)
+            while not stop:
+                rows = conn.execute(Q["job_claim"], claim_args, prepare=True).fetchall()
+                if not rows:
+                    time.sleep(IDLE_PAUSE)
+                    continue
+                for row in rows:
+                    recorder.started(row["payload"].get("t"))
+                conn.execute(Q["job_finish_many"], _finish_args(rows), prepare=True).fetchall()
+
+
+def _claim_args(batch: int) -> dict[str, Any]:
+    return {
+        "queues": ["default"],
+        "limit": batch,
+        "worker_id": "bare",
+        "now": None,
+        "leases": Jsonb({"noop": 60.0}),
+        "max_attempts": Jsonb({"noop": 3}),
+        "default_max_attempts": 20,
+    }
+
+
+def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "ids": [row["id"] for row in rows],
+        "tokens": [row["lease_token"] for row in rows],
+        "outcomes": ["done"] * len(rows),
+        "delays": [0.0] * len(rows),
+        "errors": [None] * len(rows),
+    }
+
+
+SYSTEM = BareSQL

@@ -1,0 +1,153 @@
+"""PGQueuer on PostgreSQL, driven through asyncpg as its README shows.
+
+Producers use `Queries.enqueue`, which takes lists for a bulk insert (one statement of unnested
+arrays). Workers run `pgqueuer.run`, the programmatic form of `pgq run`, on uvloop as the CLI
+does; it installs its own SIGINT/SIGTERM handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from importlib.metadata import version as package_version
+from typing import Any, TypeVar
+
+import asyncpg
+import pgqueuer
+import uvloop
+from pgqueuer.db import AsyncpgDriver
+from pgqueuer.models import Job
+from pgqueuer.queries import Queries
+
+from bench.systems.base import Recorder, System, Target, WorkerConfig
+
+T = TypeVar("T")
+
+ENTRYPOINT = "noop"
+# Rows per `enqueue` call in the bulk path: one statement per chunk keeps the parameter arrays
+# and the RETURNING set of a 100k enqueue from being held in memory all at once.
+ENQUEUE_CHUNK = 10_000
+
+
+class PgQueuerSystem(System):
+    name = "pgqueuer"
+    title = f"PGQueuer {package_version('pgqueuer')}"
+    backend = "postgres"
+    notes = (
+        "asyncpg driver and `pgqueuer.run` on uvloop as `pgq run` does; `batch` is the dequeue "
+        "`batch_size` (default 10) and `concurrency` is `max_concurrent_tasks`, which PGQueuer "
+        "requires to be at least twice the batch. Durable (logged) tables, the install default."
+    )
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._loop = asyncio.new_event_loop()
+        self._connection: asyncpg.Connection | None = None
+        self._queries: Queries | None = None
+
+    @classmethod
+    def version(cls) -> str:
+        return package_version("pgqueuer")
+
+    @classmethod
+    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        if smoke:
+            return [WorkerConfig(processes=1, concurrency=100, batch=50)]
+        return [
+            WorkerConfig(processes=1, concurrency=100, batch=50),
+            WorkerConfig(processes=2, concurrency=100, batch=50),
+        ]
+
+    @classmethod
+    def latency_config(cls) -> WorkerConfig:
+        return WorkerConfig(processes=1, concurrency=20, batch=10)
+
+    # -- parent side ---------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coro)
+
+    def _get_queries(self) -> Queries:
+        if self._queries is None:
+            self._connection = self._run(asyncpg.connect(self.target.pg_dsn))
+            self._queries = Queries(AsyncpgDriver(self._connection))
+        return self._queries
+
+    def install(self) -> None:
+        self._run(self._get_queries().install())
+
+    def enqueue_noop(self, count: int) -> None:
+        queries = self._get_queries()
+
+        async def enqueue() -> None:
+            for start in range(0, count, ENQUEUE_CHUNK):
+                size = min(ENQUEUE_CHUNK, count - start)
+                await queries.enqueue([ENTRYPOINT] * size, [None] * size, [0] * size)
+
+        self._run(enqueue())
+
+    def enqueue_due(self, due: Sequence[float]) -> None:
+        queries = self._get_queries()
+        now = time.time()
+        payloads: list[bytes | None] = [json.dumps({"t": t}).encode() for t in due]
+        # execute_after is relative to the database's NOW() at insert; negative means due now.
+        delays: list[timedelta | None] = [timedelta(seconds=max(0.0, t - now)) for t in due]
+        if len(due) == 1:
+            self._run(queries.enqueue(ENTRYPOINT, payloads[0], execute_after=delays[0]))
+        else:
+            self._run(queries.enqueue([ENTRYPOINT] * len(due), payloads, [0] * len(due), delays))
+
+    def remaining(self) -> int:
+        # Finished jobs are moved to the log table, so the queue table holds exactly the
+        # queued and picked ones.
+        return sum(row.count for row in self._run(self._get_queries().queue_size()))
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._run(self._connection.close())
+            self._connection = None
+            self._queries = None
+        self._loop.close()
+
+    # -- worker process ------------------------------------------------------------------
+
+    @classmethod
+    def serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        logging.getLogger("pgqueuer").setLevel(logging.WARNING)
+        uvloop.run(cls._serve(target, config, recorder, ready))
+
+    @classmethod
+    async def _serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        connection = await asyncpg.connect(target.pg_dsn)
+        pgq = pgqueuer.PgQueuer(AsyncpgDriver(connection))
+
+        @pgq.entrypoint(ENTRYPOINT)
+        async def noop(job: Job) -> None:
+            recorder.started(json.loads(job.payload)["t"] if job.payload else None)
+
+        @asynccontextmanager
+        async def factory() -> AsyncIterator[pgqueuer.PgQueuer]:
+            yield pgq
+
+        # Blocks the loop until go; nothing is listening yet, so nothing is missed.
+        ready()
+        try:
+            await pgqueuer.run(
+                factory,
+                batch_size=config.batch,
+                max_concurrent_tasks=config.concurrency,
+            )
+        finally:
+            await connection.close()
+
+
+SYSTEM = PgQueuerSystem

@@ -1,0 +1,148 @@
+"""Procrastinate on PostgreSQL with its psycopg 3 connector.
+
+Producers defer through `App.configure_task(...)`: `batch_defer_async` inserts many jobs in one
+statement. Workers run `App.run_worker_async`, which stops gracefully on SIGINT/SIGTERM through
+its own signal handlers. Procrastinate fetches one job per query, so `batch` is always 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from importlib.metadata import version as package_version
+from typing import Any, TypeVar
+
+from procrastinate import App, PsycopgConnector
+
+from bench.systems.base import Recorder, System, Target, WorkerConfig
+
+T = TypeVar("T")
+
+TASK = "noop"
+# Jobs per `batch_defer_async` call: one statement per chunk bounds the memory a 100k enqueue
+# holds in Python objects and in the query's array parameter.
+DEFER_CHUNK = 10_000
+# The worker polls for jobs whose `schedule_at` has come this often (seconds). NOTIFY only fires
+# on insert, so for scheduled jobs this is the pickup mechanism; the default of 5 s would make
+# the lateness figure a measure of that default rather than of the queue.
+POLLING_INTERVAL = 0.1
+
+
+def _connector(dsn: str, pool_size: int) -> PsycopgConnector:
+    # Extra arguments go to psycopg_pool.AsyncConnectionPool.
+    return PsycopgConnector(conninfo=dsn, min_size=pool_size, max_size=pool_size)
+
+
+class ProcrastinateSystem(System):
+    name = "procrastinate"
+    title = f"Procrastinate {package_version('procrastinate')}"
+    backend = "postgres"
+    notes = (
+        "psycopg 3 connector; `concurrency` is the worker's `concurrency` (jobs run at once; "
+        "fetches are one job per query, no batch knob), with the connection pool sized to "
+        "match. `fetch_job_polling_interval` 0.1 s so scheduled jobs are found promptly; "
+        "finished jobs are kept (`delete_jobs` default)."
+    )
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._loop = asyncio.new_event_loop()
+        self._app: App | None = None
+
+    @classmethod
+    def version(cls) -> str:
+        return package_version("procrastinate")
+
+    @classmethod
+    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        if smoke:
+            return [WorkerConfig(processes=2, concurrency=10, batch=1)]
+        return [
+            WorkerConfig(processes=1, concurrency=10, batch=1),
+            WorkerConfig(processes=2, concurrency=10, batch=1),
+        ]
+
+    @classmethod
+    def latency_config(cls) -> WorkerConfig:
+        return WorkerConfig(processes=1, concurrency=10, batch=1)
+
+    # -- parent side ---------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coro)
+
+    def _get_app(self) -> App:
+        if self._app is None:
+            app = App(connector=_connector(self.target.pg_dsn, pool_size=2))
+            self._run(app.open_async())
+            self._app = app
+        return self._app
+
+    def install(self) -> None:
+        self._run(self._get_app().schema_manager.apply_schema_async())
+
+    def enqueue_noop(self, count: int) -> None:
+        deferrer = self._get_app().configure_task(TASK)
+
+        async def defer() -> None:
+            for start in range(0, count, DEFER_CHUNK):
+                size = min(DEFER_CHUNK, count - start)
+                await deferrer.batch_defer_async(*({} for _ in range(size)))
+
+        self._run(defer())
+
+    def enqueue_due(self, due: Sequence[float]) -> None:
+        app = self._get_app()
+        if len(due) == 1:
+            at = datetime.fromtimestamp(due[0], UTC)
+            self._run(app.configure_task(TASK, schedule_at=at).defer_async(t=due[0]))
+            return
+        # Each job has its own schedule_at, which a single deferrer cannot express; the job
+        # manager's batch defer takes fully configured jobs in one statement.
+        jobs = [
+            app.configure_task(TASK, schedule_at=datetime.fromtimestamp(t, UTC)).make_new_job(t=t)
+            for t in due
+        ]
+        self._run(app.job_manager.batch_defer_jobs_async(jobs))
+
+    def remaining(self) -> int:
+        queues = self._run(self._get_app().job_manager.list_queues_async())
+        return sum(queue["todo"] + queue["doing"] for queue in queues)
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._run(self._app.close_async())
+            self._app = None
+        self._loop.close()
+
+    # -- worker process ------------------------------------------------------------------
+
+    @classmethod
+    def serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)
+        asyncio.run(cls._serve(target, config, recorder, ready))
+
+    @classmethod
+    async def _serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        # One connection per running job to finish it, one for fetching, one for LISTEN.
+        app = App(connector=_connector(target.pg_dsn, pool_size=config.concurrency + 2))
+
+        @app.task(name=TASK)
+        async def noop(t: float | None = None) -> None:
+            recorder.started(t)
+
+        async with app.open_async():
+            ready()
+            await app.run_worker_async(
+                concurrency=config.concurrency,
+                fetch_job_polling_interval=POLLING_INTERVAL,
+            )
+
+
+SYSTEM = ProcrastinateSystem
