@@ -87,6 +87,8 @@ class CountingProxy:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pgproxy", daemon=True)
+        self._server: asyncio.Server
+        self._relays: set[asyncio.Future[list[object]]] = set()
 
     def __enter__(self) -> CountingProxy:
         self._thread.start()
@@ -94,8 +96,10 @@ class CountingProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        self._thread.join(10)
+        self._loop.close()
 
     def reset(self) -> None:
         with self.counts.lock:
@@ -103,20 +107,35 @@ class CountingProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._client, "127.0.0.1", 0)
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
-        server.close()
+
+    async def _close(self) -> None:
+        self._server.close()
+        for task in self._relays:
+            task.cancel()
+        await asyncio.gather(*self._relays, return_exceptions=True)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with self.counts.lock:
             self.counts.connections += 1
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         parser = FrontendParser(self.counts)
-        await asyncio.gather(
+        relay = asyncio.gather(
             _pipe(reader, up_writer, parser), _pipe(up_reader, writer, None), return_exceptions=True
         )
+        self._relays.add(relay)
+        try:
+            await relay
+        except asyncio.CancelledError:
+            up_writer.close()
+            writer.close()
+        finally:
+            self._relays.discard(relay)
 
 
 async def _pipe(

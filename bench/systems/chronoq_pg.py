@@ -60,7 +60,7 @@ class ChronoqPostgres(System):
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
-        return WorkerConfig(1, CONCURRENCY, 100)
+        return WorkerConfig(2, CONCURRENCY, 100)
 
     def install(self) -> None:
         """The schema was migrated when the App opened the fresh database."""

@@ -108,8 +108,17 @@ class ProcrastinateSystem(System):
         self._run(app.job_manager.batch_defer_jobs_async(jobs))
 
     def remaining(self) -> int:
-        queues = self._run(self._get_app().job_manager.list_queues_async())
-        return sum(queue["todo"] + queue["doing"] for queue in queues)
+        # Hand-written SQL: the public count, `JobManager.list_queues_async`, aggregates every
+        # row including the finished ones Procrastinate keeps (~100 ms at 100k rows), too heavy
+        # to poll every 50 ms. This count is an index-only scan of a partial index on
+        # todo/doing jobs.
+        row = self._run(
+            self._get_app().connector.execute_query_one_async(
+                "SELECT count(*) AS remaining FROM procrastinate_jobs"
+                " WHERE status IN ('todo', 'doing')"
+            )
+        )
+        return int(row["remaining"])
 
     def close(self) -> None:
         if self._app is not None:

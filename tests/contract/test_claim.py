@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chronoq.core.jobs import JobStatus, Outcome
+from chronoq.core.jobs import JobStatus, Outcome, Wakeup
 from chronoq.storage.base import JobClaimParams
 from chronoq.storage.sqlite.store import SqliteStore
 
@@ -239,3 +239,66 @@ def test_claimers_in_separate_processes_never_share_a_job(sqlite_store: SqliteSt
         get(store, job_id).worker_id for job_id in ids
     }
     assert workers <= {"p0", "p1", "p2"}
+
+
+# -- the wake-up that travels with a claim -------------------------------------------------
+
+
+def claim_with_wakeup(
+    store: Store, queues: list[str], limit: int, now: datetime
+) -> tuple[list[int], Wakeup]:
+    result = store.job_claim_with_wakeup(JobClaimParams(queues, limit, "w1", now))
+    return [job.id for job in result.jobs], result.wakeup
+
+
+def test_a_claim_reports_the_next_job_to_fall_due_after_its_clock(store: Store) -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    [due] = insert(store, params(run_at=now - timedelta(seconds=1)))
+    insert(
+        store,
+        params(run_at=now + timedelta(seconds=30)),
+        params(run_at=now + timedelta(seconds=10), priority=-5),
+        params("other", run_at=now + timedelta(seconds=1)),
+    )
+    claimed, wakeup = claim_with_wakeup(store, ["q"], 10, now)
+    assert claimed == [due]
+    assert wakeup.db_now == now
+    assert wakeup.next_run_at == now + timedelta(seconds=10)
+    assert wakeup.seconds_until_next() == 10.0
+
+
+def test_a_full_claim_still_reports_only_jobs_due_later(store: Store) -> None:
+    """Due rows left behind by a full claim are the next claim's business, not the timer's."""
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    insert(store, *[params(run_at=now - timedelta(seconds=i)) for i in range(3)])
+    claimed, wakeup = claim_with_wakeup(store, ["q"], 2, now)
+    assert len(claimed) == 2
+    assert wakeup.next_run_at is None
+    assert len(claim(store, now=now)) == 1
+
+
+def test_a_claim_reports_the_earliest_lease_of_jobs_already_running(store: Store) -> None:
+    insert(store, params("a", lease_seconds=50), params("b", lease_seconds=20))
+    now = store.db_now()
+    claim(store, queues=["a"], now=now)
+    claimed, wakeup = claim_with_wakeup(store, ["b"], 10, now)
+    assert len(claimed) == 1
+    # The lease this claim starts is the claimer's own to keep; it reports the others'.
+    assert wakeup.next_lease_expiry == now + timedelta(seconds=50)
+
+
+def test_a_claim_without_room_claims_nothing_and_still_reports(store: Store) -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    [waiting] = insert(store, params(run_at=now - timedelta(seconds=1)))
+    insert(store, params(run_at=now + timedelta(seconds=5)))
+    for limit in (0, -1):
+        claimed, wakeup = claim_with_wakeup(store, ["q"], limit, now)
+        assert claimed == []
+        assert wakeup.next_run_at == now + timedelta(seconds=5)
+    assert get(store, waiting).status is JobStatus.PENDING
+
+
+def test_a_claim_on_an_empty_store_has_nothing_to_wait_for(store: Store) -> None:
+    claimed, wakeup = claim_with_wakeup(store, ["q"], 10, datetime(2030, 1, 1, tzinfo=UTC))
+    assert claimed == []
+    assert wakeup.seconds_until_next() is None

@@ -114,6 +114,14 @@ class Wakeup:
         return max(0.0, (min(moments) - self.db_now).total_seconds())
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one claim returns: the jobs, and when to look again if it came back short."""
+
+    jobs: list[Job]
+    wakeup: Wakeup
+
+
 @dataclass(slots=True)
 class RescueResult:
     """Jobs whose lease had expired, put back to pending or dead."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from chronoq.core.jobs import Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import Claim, Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +139,11 @@ class JobStore(Protocol):
         ...
 
     def job_claim(self, params: JobClaimParams) -> list[Job]: ...
+
+    def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
+        """Claim, and in the same round trip learn when the next pending job falls due (after
+        the claim's clock) and when the next lease expires."""
+        ...
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         """Record how attempts ended; return the ids whose lease token still matched."""

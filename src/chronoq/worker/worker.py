@@ -3,7 +3,7 @@
 ```
              wake-ups: a slot frees · NOTIFY / data_version · timer at next run_at or lease expiry
                  │
-  claim loop ────┴── job_claim(min(free slots, batch)) ──────────────────────────► store
+  claim loop ────┴── job_claim_with_wakeup(free slots + a batch ahead) ───────────► store
       │ one asyncio task per job: async handlers on the loop, sync ones in a thread pool
       ▼
   results queue ── completer: job_finish_many(everything finished so far) ───────► store
@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chronoq.core.jobs import Job, Outcome
+from chronoq.core.jobs import Claim, Job, Outcome
 from chronoq.errors import ConfigError, Discard, Retry, StoreError
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
 from chronoq.worker.context import JobContext
@@ -160,6 +160,9 @@ class Worker:
         # Claimed ahead, waiting for a slot (leased and heartbeated like running jobs).
         self._buffer: collections.deque[_Running] = collections.deque()
         self._handler_seconds = _Average()
+        self._missed_due = 0
+        # The claim loop is waiting for a slot: a handler returning should wake it.
+        self._waiting_for_slot = False
         self._claim_seconds = _Average()
         self._stop_requested = False
         self._runtime: _Runtime | None = None
@@ -322,16 +325,23 @@ class Worker:
         if time.monotonic() >= self._next_rescue:
             await self._rescue()
         free = self._free_slots()
+        self._waiting_for_slot = free <= 0
         if free <= 0:
             return self.options.poll_interval  # a handler returning or a report wakes us
         wanted = min(free, self._batch_size)
-        jobs = await self._claim(wanted)
-        if len(jobs) == wanted:
+        sent = time.monotonic()
+        claim = await self._claim(wanted)
+        if len(claim.jobs) == wanted:
             # More may be due: go again while slots are free, else when a handler returns.
-            return 0.0 if self._free_slots() > 0 else self.options.poll_interval
-        return await self._pause_until_due()
+            self._missed_due = 0
+            self._waiting_for_slot = self._free_slots() <= 0
+            return 0.0 if not self._waiting_for_slot else self.options.poll_interval
+        pause = await self._pause_until_due(claim)
+        # The wake-up was measured on the database clock while the claim ran; the time since
+        # the claim was sent is already spent (this errs towards waking early, never late).
+        return pause if pause is None else max(0.0, pause - (time.monotonic() - sent))
 
-    async def _claim(self, limit: int) -> list[Job]:
+    async def _claim(self, limit: int) -> Claim:
         params = JobClaimParams(
             self.queues,
             limit,
@@ -341,15 +351,16 @@ class Worker:
             default_max_attempts=self.app.config.default_max_attempts,
         )
         sent = time.monotonic()
-        jobs: list[Job] = await self._io(self.app.store.job_claim, params)
+        claim: Claim = await self._io(self.app.store.job_claim_with_wakeup, params)
         self._claim_seconds.add(time.monotonic() - sent)
+        jobs = claim.jobs
         if not jobs:
-            return jobs
+            return claim
         self.stats.claimed += len(jobs)
         self.signals.claimed(jobs)
         if self._stop_requested:
             await self._release(jobs)
-            return []
+            return Claim([], claim.wakeup)
         for job in jobs:
             running = _Running(job, JobContext(job, self.worker_id, self.app.store))
             running.heartbeat_due = running.started + job.lease_seconds / 3
@@ -357,16 +368,21 @@ class Worker:
             self._buffer.append(running)
         self._start_buffered()
         self._rt.heartbeat_wake.set()
-        return jobs
+        return claim
 
-    async def _pause_until_due(self) -> float | None:
-        wakeup = await self._io(self.app.store.job_next_wakeup, self.queues)
+    async def _pause_until_due(self, claim: Claim) -> float | None:
+        wakeup = claim.wakeup
         expiry = wakeup.next_lease_expiry
         if expiry is not None and expiry <= wakeup.db_now and await self._rescue():
             return 0.0
         if wakeup.next_run_at is not None and wakeup.next_run_at <= wakeup.db_now:
-            # Due rows we did not get are being claimed by another worker right now.
-            return 0.05
+            # A row is due that our claim did not get. Most often it fell due between the
+            # claim and this query (jobs arriving by the thousand per second): claim again at
+            # once. If it is still there after that, another worker holds its lock; back off
+            # a little, doubling, so two workers do not spin on each other's rows.
+            self._missed_due = 0 if claim.jobs else self._missed_due + 1
+            return 0.0 if self._missed_due <= 1 else min(0.05, 0.001 * 2**self._missed_due)
+        self._missed_due = 0
         self.signals.idle()
         if self.options.burst and not self._owned:
             return None
@@ -435,7 +451,8 @@ class Worker:
             self._running -= 1
             self._handler_seconds.add(time.monotonic() - running.started)
             self._start_buffered()
-            self._rt.wake.set()
+            if self._waiting_for_slot:
+                self._rt.wake.set()
         if params is None:
             self._owned.pop(job.id, None)
             self.stats.done += 1
@@ -530,7 +547,9 @@ class Worker:
                 await asyncio.sleep(pause)
         for result in batch:
             self._record(result, result.params.id in accepted)
-        self._rt.wake.set()
+        if self._waiting_for_slot or self.options.burst:
+            # Reported results may free room under the cap; a burst may now be over.
+            self._rt.wake.set()
 
     def _record(self, result: _Result, accepted: bool) -> None:
         job, outcome = result.job, result.params.outcome

@@ -66,9 +66,15 @@ WHERE key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 -- name: job_claim
 -- The CTE picks due rows in claim order and locks them; SKIP LOCKED lets concurrent workers take
 -- disjoint batches without waiting on each other. The UPDATE then starts the attempt: a new
--- fencing token, the owner, and a lease measured on the database clock. LIMIT is the worker's
--- free slots, so nothing is claimed that cannot start at once. The clock is read once (a CTE
--- with a volatile function is evaluated once), so started_at and the lease share one instant.
+-- fencing token, the owner, and a lease measured on the database clock. LIMIT is what the
+-- worker can start now or hold for its next free slot. The clock is read once (a CTE with a
+-- volatile function is evaluated once), so started_at and the lease share one instant.
+--
+-- The same round trip tells the worker when to look again, for when the claim comes back short:
+-- the earliest pending run_at after this statement's clock (rows due now were claimed here or
+-- are locked by another worker) and the earliest lease to expire. A worker taking jobs as they
+-- fall due thus needs one statement per wake-up, not two. There is always one row: the wake-up
+-- columns, joined to each claimed job, or alone with NULL job columns when nothing was claimed.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
@@ -90,7 +96,8 @@ due AS (
     ) AS candidate
     ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
     LIMIT %(limit)s
-)
+),
+claimed AS (
 UPDATE chronoq_jobs AS j
 SET status = 'running',
     attempts = j.attempts + 1,
@@ -107,6 +114,20 @@ SET status = 'running',
 FROM due, clock
 WHERE j.id = due.id
 RETURNING j.*
+),
+wakeup AS (
+    SELECT clock.now AS wakeup_db_now,
+           (SELECT min(first_due.run_at)
+            FROM (SELECT DISTINCT name FROM unnest(%(queues)s::text[]) AS u(name)) AS q,
+            LATERAL (SELECT run_at FROM chronoq_jobs
+                     WHERE status = 'pending' AND queue = q.name AND run_at > clock.now
+                     ORDER BY run_at LIMIT 1) AS first_due) AS wakeup_next_run_at,
+           (SELECT min(locked_until) FROM chronoq_jobs WHERE status = 'running')
+               AS wakeup_next_lease_expiry
+    FROM clock
+)
+SELECT claimed.*, wakeup.*
+FROM wakeup LEFT JOIN claimed ON true
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on (the lease expired and someone else claimed it) or whose

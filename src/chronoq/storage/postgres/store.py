@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import Job, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -167,11 +167,12 @@ class PostgresStore:
     # -- the worker's statements ----------------------------------------------------------
 
     def job_claim(self, params: JobClaimParams) -> list[Job]:
-        if params.limit <= 0:  # no free slots (and SQLite reads a negative LIMIT as no limit)
-            return []
+        return self.job_claim_with_wakeup(params).jobs
+
+    def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
         args = {
             "queues": list(params.queues),
-            "limit": params.limit,
+            "limit": max(0, params.limit),
             "worker_id": params.worker_id,
             "now": params.now,
             "leases": Jsonb(dict(params.leases)),
@@ -180,9 +181,13 @@ class PostgresStore:
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim"], args).fetchall()
-        jobs = [job_from_row(row) for row in rows]
+        first = rows[0]
+        wakeup = Wakeup(
+            first["wakeup_db_now"], first["wakeup_next_run_at"], first["wakeup_next_lease_expiry"]
+        )
+        jobs = [job_from_row(row) for row in rows if row["id"] is not None]
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
-        return jobs
+        return Claim(jobs, wakeup)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:

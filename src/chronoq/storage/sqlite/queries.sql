@@ -163,6 +163,11 @@ RETURNING id, status
 SELECT min(run_at) AS next_run_at FROM chronoq_jobs
 WHERE status = 'pending' AND queue IN (SELECT value FROM json_each(:queues))
 
+-- name: job_next_run_after
+-- After a claim: the next job to fall due later than the claim's clock.
+SELECT min(run_at) AS next_run_at FROM chronoq_jobs
+WHERE status = 'pending' AND queue IN (SELECT value FROM json_each(:queues)) AND run_at > :now
+
 -- name: job_next_lease_expiry
 SELECT min(locked_until) AS next_lease_expiry FROM chronoq_jobs WHERE status = 'running'
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from chronoq.core.jobs import Job, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -139,24 +139,40 @@ class SqliteStore:
     # -- the worker's statements ----------------------------------------------------------
 
     def job_claim(self, params: JobClaimParams) -> list[Job]:
-        if params.limit <= 0:  # no free slots (and SQLite reads a negative LIMIT as no limit)
-            return []
+        return self.job_claim_with_wakeup(params).jobs
+
+    def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
+        # Three statements in one write transaction: SQLite lives in this process, so they cost
+        # no round trips. The lease expiry is read before the claim, as PostgreSQL's snapshot
+        # sees it, so both stores answer alike.
+        now = _pinned(params.now)
+        queues = json.dumps(list(params.queues))
         with self._write() as db:
-            rows = db.execute(
-                Q["job_claim"],
-                {
-                    "queues": json.dumps(list(params.queues)),
-                    "limit": params.limit,
-                    "worker_id": params.worker_id,
-                    "now": _pinned(params.now),
-                    "leases": json.dumps(dict(params.leases)),
-                    "max_attempts": json.dumps(dict(params.max_attempts)),
-                    "default_max_attempts": params.default_max_attempts,
-                },
-            ).fetchall()
-        jobs = [_job(row) for row in rows]
+            expiry = db.execute(Q["job_next_lease_expiry"]).fetchone()["next_lease_expiry"]
+            claimed = (
+                []
+                if params.limit <= 0
+                else db.execute(
+                    Q["job_claim"],
+                    {
+                        "queues": queues,
+                        "limit": params.limit,
+                        "worker_id": params.worker_id,
+                        "now": now,
+                        "leases": json.dumps(dict(params.leases)),
+                        "max_attempts": json.dumps(dict(params.max_attempts)),
+                        "default_max_attempts": params.default_max_attempts,
+                    },
+                ).fetchall()
+            )
+            after = db.execute(Q["job_next_run_after"], {"queues": queues, "now": now})
+            next_run_at = after.fetchone()["next_run_at"]
+        jobs = [_job(row) for row in claimed]
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
-        return jobs
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        wakeup = Wakeup(db_now, micros_to_datetime(next_run_at), micros_to_datetime(expiry))
+        return Claim(jobs, wakeup)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
