@@ -234,7 +234,14 @@ class App:
         return self.store.job_insert_many([self.prepare(spec)], conn=conn)[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
-        """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set)."""
+        """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set).
+        One invalid job refuses the whole batch, and nothing is stored."""
+        specs = list(specs)
+        if conn is None and len(specs) > 1 and all(spec.key is None for spec in specs):
+            # Jobs are validated as they are written: in a transaction of the store's own, so
+            # a bad one still rolls back everything. A caller's transaction is never put at
+            # risk that way; its jobs are all validated before the first is sent.
+            return self.store.job_insert_stream(len(specs), map(self.prepare, specs))
         prepared = [self.prepare(spec) for spec in specs]
         return self.store.job_insert_many(prepared, conn=conn)
 
@@ -255,10 +262,9 @@ class App:
     async def enqueue_many_async(
         self, specs: Iterable[JobSpec], *, conn: Any = None
     ) -> list[Enqueued]:
-        prepared = [self.prepare(spec) for spec in specs]
         if conn is not None and _is_async_connection(conn):
-            return await self._insert_async(conn, prepared)
-        return await asyncio.to_thread(self.store.job_insert_many, prepared, conn)
+            return await self._insert_async(conn, [self.prepare(spec) for spec in specs])
+        return await asyncio.to_thread(lambda: self.enqueue_many(specs, conn=conn))
 
     async def _insert_async(self, conn: Any, prepared: list[JobInsertParams]) -> list[Enqueued]:
         insert: Callable[..., Awaitable[list[Enqueued]]] | None = getattr(
@@ -270,8 +276,10 @@ class App:
 
     def prepare(self, spec: JobSpec) -> JobInsertParams:
         """Validate a job and turn it into store parameters; raises before anything is stored."""
-        check_name("task", spec.task)
-        known = self.tasks.get(spec.task)
+        # A registered task's name was checked when it was registered.
+        known = self.tasks.get(spec.task) if isinstance(spec.task, str) else None
+        if known is None:
+            check_name("task", spec.task)
         if known is None and self.tasks:
             raise UnknownTask(f"unknown task {spec.task!r}{_did_you_mean(spec.task, self.tasks)}")
         queue = self._queue_for(spec, known)

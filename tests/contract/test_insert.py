@@ -290,3 +290,48 @@ def test_nasty_payloads_and_names_round_trip(store: Store, count: int, keyed: bo
         assert stored.key == (f"k'ey\"{i} 😀" if keyed else None)
     claimed = claim(store, queues=["q'uote\"s -- ;"], limit=count + 1)
     assert sorted(job.id for job in claimed) == sorted(ids)
+
+
+# -- streamed bulk insert: jobs are taken from an iterator as they are written ---------------
+
+
+@pytest.mark.parametrize("count", [1, 5, COPY_THRESHOLD + 36])
+def test_streamed_insert_numbers_jobs_in_input_order(store: Store, count: int) -> None:
+    jobs = [params(payload={"n": n}, delay_seconds=n % 3) for n in range(count)]
+    results = store.job_insert_stream(count, iter(jobs))
+    ids = [r.id for r in results]
+    assert all(r.created for r in results)
+    assert ids == sorted(ids) and len(set(ids)) == count
+    assert [get(store, job_id).payload for job_id in ids] == [{"n": n} for n in range(count)]
+    delayed = get(store, ids[-1])
+    assert delayed.run_at - get(store, ids[0]).run_at == timedelta(seconds=(count - 1) % 3)
+
+
+class Refused(Exception):
+    """What a validating iterator raises for a bad job."""
+
+
+def failing_at(position: int, count: int) -> Any:
+    for n in range(count):
+        if n == position:
+            raise Refused(f"job {n} is bad")
+        yield params(payload={"n": n})
+
+
+@pytest.mark.parametrize(("count", "position"), [(5, 3), (200, 0), (200, 150), (200, 199)])
+def test_a_streamed_insert_that_fails_midway_stores_nothing(
+    store: Store, count: int, position: int
+) -> None:
+    [kept] = insert(store)
+    with pytest.raises(Refused):
+        store.job_insert_stream(count, failing_at(position, count))
+    assert sum(s.count for s in store.stats()) == 1
+    assert get(store, kept).status is JobStatus.PENDING
+    assert len(store.job_insert_stream(3, iter([params(), params(), params()]))) == 3
+
+
+@pytest.mark.parametrize("given", [COPY_THRESHOLD - 1, COPY_THRESHOLD + 1])
+def test_a_streamed_insert_refuses_a_wrong_count(store: Store, given: int) -> None:
+    with pytest.raises(ValueError, match="announced"):
+        store.job_insert_stream(COPY_THRESHOLD, iter([params() for _ in range(given)]))
+    assert store.stats() == []

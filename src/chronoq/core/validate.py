@@ -26,6 +26,9 @@ PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 # json.dumps writes NUL as \u0000. An odd run of backslashes before "u0000" is that escape; an
 # even run is escaped backslashes followed by the plain text "u0000", which is fine.
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# One encoder for every payload: json.dumps with options builds a new one per call, which costs
+# more than encoding a small payload.
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
 def check_name(kind: str, value: object) -> str:
@@ -110,16 +113,18 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
             f"payload for task {task!r} must be a JSON object (a dict of arguments), "
             f"got {type(payload).__name__}"
         )
+    if not payload:
+        return "{}"
     try:
-        text = json.dumps(payload, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload for task {task!r} is not valid JSON: {exc}") from None
-    if _ESCAPED_NUL.search(text):
+    if "\\u0000" in text and _ESCAPED_NUL.search(text):
         raise InvalidPayload(
             f"payload for task {task!r} contains a NUL character, which PostgreSQL cannot store"
         )
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidPayload(
             f"payload for task {task!r} cannot be encoded as UTF-8 (a lone surrogate "
@@ -145,6 +150,7 @@ class PayloadShape:
     required: frozenset[str]
     accepts_any: bool
     never_fits: bool  # a positional-only parameter without a default: no payload can fill it
+    positional_only: frozenset[str]  # bind refuses these names as keywords, even with **kwargs
 
     @classmethod
     def of(cls, task: str, signature: inspect.Signature) -> PayloadShape:
@@ -157,13 +163,16 @@ class PayloadShape:
             required=frozenset(p.name for p in by_keyword if p.default is p.empty),
             accepts_any=any(p.kind is p.VAR_KEYWORD for p in params),
             never_fits=any(p.kind is p.POSITIONAL_ONLY and p.default is p.empty for p in params),
+            positional_only=frozenset(p.name for p in params if p.kind is p.POSITIONAL_ONLY),
         )
 
     def misfit(self, payload: Any) -> str:
         """Why `payload` cannot be passed to the handler, or "" when it can."""
         if isinstance(payload, dict) and not self.never_fits:
             keys = payload.keys()
-            if keys >= self.required and (self.accepts_any or keys <= self.names):
+            if keys >= self.required and (
+                keys <= self.names or (self.accepts_any and keys.isdisjoint(self.positional_only))
+            ):
                 return ""
         return payload_misfit(self.task, self.signature, payload)
 

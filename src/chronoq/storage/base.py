@@ -11,7 +11,7 @@ database clock. `now` fields exist so tests can pin that clock; leave them `None
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -136,6 +136,15 @@ class JobStore(Protocol):
         self, params: Sequence[JobInsertParams], conn: Any = None
     ) -> list[JobInsertResult]:
         """Enqueue jobs in order. With `conn`, run inside the caller's open transaction."""
+        ...
+
+    def job_insert_stream(
+        self, count: int, params: Iterable[JobInsertParams]
+    ) -> list[JobInsertResult]:
+        """Enqueue `count` keyless jobs in one transaction of the store's own, taking each job
+        from `params` only as it is written, so producing them (validation, encoding) overlaps
+        with the database's work. If `params` raises, or yields other than `count` jobs,
+        nothing is stored."""
         ...
 
     def job_claim(self, params: JobClaimParams) -> list[Job]: ...

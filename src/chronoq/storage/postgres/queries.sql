@@ -40,9 +40,12 @@ RETURNING id
 
 -- name: job_reserve_ids
 -- Ids handed out before a bulk insert, so each input row maps to its id without trusting the
--- order of RETURNING; the database clock is read in the same round trip.
-SELECT nextval(pg_get_serial_sequence('chronoq_jobs', 'id')) AS id, clock_timestamp() AS now
-FROM generate_series(1, %(count)s)
+-- order of RETURNING; the database clock is read in the same round trip. One array, ascending,
+-- so that jobs enqueued together are claimed in the order given.
+SELECT (SELECT array_agg(reserved.id ORDER BY reserved.id)
+        FROM (SELECT nextval(pg_get_serial_sequence('chronoq_jobs', 'id')) AS id
+              FROM generate_series(1, %(count)s)) AS reserved) AS ids,
+       clock_timestamp() AS now
 
 -- name: job_insert_many
 INSERT INTO chronoq_jobs

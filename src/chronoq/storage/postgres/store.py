@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -144,6 +144,22 @@ class PostgresStore:
                 return [_insert_one(cur, params[0])]
             return _insert_bulk(cur, params)
 
+    def job_insert_stream(
+        self, count: int, params: Iterable[JobInsertParams]
+    ) -> list[JobInsertResult]:
+        with self._conn() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            if count < COPY_THRESHOLD:
+                return (
+                    _insert_bulk(cur, list(params))
+                    if count > 1
+                    else [_insert_one(cur, job) for job in params]
+                )
+            ids, db_now = _reserve_ids(cur, count)
+            written = _copy_rows(cur, ids, db_now, params)
+            if written != count:
+                raise ValueError(f"{written} jobs given where {count} were announced")
+        return [JobInsertResult(job_id, created=True) for job_id in ids]
+
     async def job_insert_many_async(
         self, params: Sequence[JobInsertParams], conn: Any
     ) -> list[JobInsertResult]:
@@ -152,9 +168,10 @@ class PostgresStore:
             return []
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(Q["job_reserve_ids"], {"count": len(params)})
-            reserved = await cur.fetchall()
-            ids = [row["id"] for row in reserved]
-            args = _unnest_args(ids, _run_ats(reserved[0]["now"], params), params)
+            reserved = await cur.fetchone()
+            assert reserved is not None
+            ids: list[int] = reserved["ids"]
+            args = _unnest_args(ids, _run_ats(reserved["now"], params), params)
             await cur.execute(Q["job_insert_many"], args)
             created = {row["id"] for row in await cur.fetchall()}
             missing = _missing_keys(ids, created, params)
@@ -318,11 +335,10 @@ def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> Jo
 def _insert_bulk(
     cur: psycopg.Cursor[dict[str, Any]], jobs: Sequence[JobInsertParams]
 ) -> list[JobInsertResult]:
-    reserved = cur.execute(Q["job_reserve_ids"], {"count": len(jobs)}).fetchall()
-    ids = [row["id"] for row in reserved]
-    run_ats = _run_ats(reserved[0]["now"], jobs)
+    ids, db_now = _reserve_ids(cur, len(jobs))
+    run_ats = _run_ats(db_now, jobs)
     if len(jobs) >= COPY_THRESHOLD and all(job.key is None for job in jobs):
-        _copy_rows(cur, ids, run_ats, jobs)
+        _copy_rows(cur, ids, db_now, jobs)
         return [JobInsertResult(job_id, created=True) for job_id in ids]
     created = {
         row["id"] for row in cur.execute(Q["job_insert_many"], _unnest_args(ids, run_ats, jobs))
@@ -339,17 +355,32 @@ def _run_ats(db_now: datetime, jobs: Sequence[JobInsertParams]) -> list[datetime
     return [job.run_at or db_now + timedelta(seconds=job.delay_seconds) for job in jobs]
 
 
+def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[int], datetime]:
+    row = cur.execute(Q["job_reserve_ids"], {"count": count}).fetchone()
+    assert row is not None
+    return row["ids"], row["now"]
+
+
 def _copy_rows(
     cur: psycopg.Cursor[dict[str, Any]],
     ids: list[int],
-    run_ats: list[datetime],
-    jobs: Sequence[JobInsertParams],
-) -> None:
+    db_now: datetime,
+    jobs: Iterable[JobInsertParams],
+) -> int:
+    """COPY jobs in, taking each from `jobs` as it is sent: when `jobs` validates lazily, the
+    validation runs while the server is busy storing the rows already sent. Returns how many
+    were written; more jobs than ids is an error (and aborts the COPY)."""
+    written = 0
     with cur.copy(Q["job_copy_many"]) as copy:
-        for job_id, run_at, job in zip(ids, run_ats, jobs, strict=True):
+        for job in jobs:
+            if written == len(ids):
+                raise ValueError(f"more jobs than the {len(ids)} announced")
+            run_at = job.run_at or (
+                db_now + timedelta(seconds=job.delay_seconds) if job.delay_seconds else db_now
+            )
             copy.write_row(
                 (
-                    job_id,
+                    ids[written],
                     job.queue,
                     job.task,
                     job.payload_json,
@@ -359,6 +390,8 @@ def _copy_rows(
                     job.lease_seconds,
                 )
             )
+            written += 1
+    return written
 
 
 def _unnest_args(

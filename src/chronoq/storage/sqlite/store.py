@@ -13,11 +13,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -44,6 +44,7 @@ from chronoq.storage.rows import (
 )
 from chronoq.storage.sqlfile import load_migrations, load_queries
 
+T = TypeVar("T")
 Q = load_queries("chronoq.storage.sqlite", "queries.sql")
 BUSY_TIMEOUT_MS = 30_000
 CHANGE_POLL_SECONDS = 0.02
@@ -135,6 +136,21 @@ class SqliteStore:
             if len(params) >= BULK_THRESHOLD and all(job.key is None for job in params):
                 return _insert_keyless(db, params, now)
             return [_insert_one(db, job, now) for job in params]
+
+    def job_insert_stream(
+        self, count: int, params: Iterable[JobInsertParams]
+    ) -> list[JobInsertResult]:
+        with self._write() as db:
+            now = now_micros()
+            if count < BULK_THRESHOLD:
+                return [_insert_one(db, job, now) for job in params]
+            first = int(db.execute(Q["job_next_id"]).fetchone()[0])
+            rows = (
+                _insert_args(job, now) | {"id": first + i}
+                for i, job in enumerate(_exactly(count, params))
+            )
+            db.executemany(Q["job_insert_with_id"], rows)
+        return [JobInsertResult(first + i, created=True) for i in range(count)]
 
     # -- the worker's statements ----------------------------------------------------------
 
@@ -356,6 +372,18 @@ def _insert_keyless(
     rows = [_insert_args(job, now) | {"id": first + i} for i, job in enumerate(jobs)]
     db.executemany(Q["job_insert_with_id"], rows)
     return [JobInsertResult(first + i, created=True) for i in range(len(jobs))]
+
+
+def _exactly(count: int, items: Iterable[T]) -> Iterator[T]:
+    """`items`, raising if there are more or fewer than `count` (which would misnumber ids)."""
+    seen = 0
+    for item in items:
+        seen += 1
+        if seen > count:
+            raise ValueError(f"more jobs than the {count} announced")
+        yield item
+    if seen != count:
+        raise ValueError(f"{seen} jobs given where {count} were announced")
 
 
 def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:

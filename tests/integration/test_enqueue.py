@@ -1,0 +1,78 @@
+"""Enqueueing through the App: one bad job refuses the whole batch and stores nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+import chronoq
+from chronoq.errors import InvalidPayload, NaiveDatetime, UnknownTask
+from tests.contract.support import caller_connection
+
+
+@pytest.fixture
+def app(dsn: str) -> Any:
+    with chronoq.App(dsn) as application:
+
+        @application.task
+        def send(to: str) -> None: ...
+
+        yield application
+
+
+def total(app: chronoq.App) -> int:
+    return sum(s.count for s in app.store.stats())
+
+
+def test_a_batch_is_numbered_in_input_order(app: chronoq.App) -> None:
+    specs = [chronoq.JobSpec("send", {"to": f"user{n}"}) for n in range(300)]
+    ids = [r.id for r in app.enqueue_many(specs)]
+    assert ids == sorted(ids) and len(set(ids)) == 300
+    for n in (0, 150, 299):
+        job = app.get_job(ids[n])
+        assert job is not None and job.payload == {"to": f"user{n}"}
+
+
+BAD = [
+    (chronoq.JobSpec("sned", {"to": "x"}), UnknownTask, "did you mean 'send'"),
+    (chronoq.JobSpec("send", {"too": "x"}), InvalidPayload, "unexpected 'too'"),
+    (chronoq.JobSpec("send", {"to": {1, 2}}), InvalidPayload, "not valid JSON"),
+    (chronoq.JobSpec("send", {"to": "x"}, at=datetime(2030, 1, 1)), NaiveDatetime, "time zone"),
+]
+
+
+@pytest.mark.parametrize("count", [10, 300])
+@pytest.mark.parametrize(("bad", "error", "message"), BAD)
+def test_one_bad_job_refuses_the_batch(
+    app: chronoq.App, count: int, bad: chronoq.JobSpec, error: type[Exception], message: str
+) -> None:
+    app.enqueue("send", {"to": "already there"})
+    specs = [chronoq.JobSpec("send", {"to": f"user{n}"}) for n in range(count)]
+    specs[count * 3 // 4] = bad
+    with pytest.raises(error, match=message):
+        app.enqueue_many(specs)
+    assert total(app) == 1
+
+
+def test_a_bad_job_leaves_the_callers_transaction_usable(app: chronoq.App) -> None:
+    specs = [chronoq.JobSpec("send", {"to": f"user{n}"}) for n in range(300)]
+    specs[-1] = chronoq.JobSpec("send", {})
+    with caller_connection(app.store) as conn:
+        app.enqueue("send", {"to": "in the caller's transaction"}, conn=conn)
+        with pytest.raises(InvalidPayload, match="missing 'to'"):
+            app.enqueue_many(specs, conn=conn)
+        conn.commit()
+    assert total(app) == 1
+
+
+def test_the_async_batch_refuses_alike(app: chronoq.App) -> None:
+    specs = [chronoq.JobSpec("send", {"to": "x"}) for _ in range(300)]
+    specs[100] = chronoq.JobSpec("send", {"to": "x", "cc": "y"})
+    with pytest.raises(InvalidPayload, match="unexpected 'cc'"):
+        asyncio.run(app.enqueue_many_async(specs))
+    specs[100] = chronoq.JobSpec("send", {"to": "x"})
+    assert len(asyncio.run(app.enqueue_many_async(specs))) == 300
+    assert total(app) == 300
