@@ -42,9 +42,14 @@ RETURNING id
 -- Ids handed out before a bulk insert, so each input row maps to its id without trusting the
 -- order of RETURNING; the database clock is read in the same round trip. One array, ascending,
 -- so that jobs enqueued together are claimed in the order given.
+-- The sequence is looked up once (an uncorrelated subquery), not once per id: that look-up
+-- costs several times the nextval itself.
+WITH sequence AS MATERIALIZED (
+    SELECT pg_get_serial_sequence('chronoq_jobs', 'id')::regclass AS name
+)
 SELECT (SELECT array_agg(reserved.id ORDER BY reserved.id)
-        FROM (SELECT nextval(pg_get_serial_sequence('chronoq_jobs', 'id')) AS id
-              FROM generate_series(1, %(count)s)) AS reserved) AS ids,
+        FROM (SELECT nextval(sequence.name) AS id
+              FROM sequence, generate_series(1, %(count)s)) AS reserved) AS ids,
        clock_timestamp() AS now
 
 -- name: job_insert_many
