@@ -1,0 +1,65 @@
+"""chronoq on its embedded default, a SQLite file, through the same public API."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import ClassVar
+
+from bench.systems.base import Recorder, System, Target, WorkerConfig
+from bench.systems.chronoq_pg import CONCURRENCY, ChronoqPostgres, build_app
+from bench.systems.sql import Q
+from chronoq.worker.worker import Worker, WorkerOptions
+
+
+class ChronoqSqlite(ChronoqPostgres):
+    name: ClassVar[str] = "chronoq-sqlite"
+    title: ClassVar[str] = "chronoq (SQLite)"
+    backend: ClassVar[str] = "sqlite"
+    notes: ClassVar[str] = (
+        "The embedded default: one SQLite file in WAL mode shared by the worker processes."
+    )
+
+    def __init__(self, target: Target) -> None:
+        System.__init__(self, target)
+        self.app = build_app(self.dsn)
+        self.app.migrate()
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def dsn(self) -> str:
+        return f"sqlite:///{self.target.sqlite_path}"
+
+    @classmethod
+    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        if smoke:
+            return [WorkerConfig(1, CONCURRENCY, 100)]
+        return [WorkerConfig(p, CONCURRENCY, 100) for p in (1, 2)]
+
+    @classmethod
+    def latency_config(cls) -> WorkerConfig:
+        return WorkerConfig(1, CONCURRENCY, 100)
+
+    def remaining(self) -> int:
+        if self._db is None:
+            self._db = sqlite3.connect(self.target.sqlite_path)
+        row = self._db.execute(Q["chronoq_remaining"]).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self.app.close()
+
+    @classmethod
+    def serve(
+        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
+    ) -> None:
+        app = build_app(f"sqlite:///{target.sqlite_path}", recorder)
+        options = WorkerOptions(concurrency=config.concurrency, batch_size=config.batch)
+        worker = Worker(app, options)
+        ready()
+        worker.run()
+
+
+SYSTEM = ChronoqSqlite
