@@ -84,12 +84,18 @@ class ProcrastinateSystem(System):
         self._run(self._get_app().schema_manager.apply_schema_async())
 
     def enqueue_noop(self, count: int) -> None:
-        deferrer = self._get_app().configure_task(TASK)
+        app = self._get_app()
+        deferrer = app.configure_task(TASK)
 
         async def defer() -> None:
             for start in range(0, count, DEFER_CHUNK):
                 size = min(DEFER_CHUNK, count - start)
                 await deferrer.batch_defer_async(*({} for _ in range(size)))
+            # Hand-written SQL: a freshly created jobs table has no planner statistics until
+            # autovacuum's first pass (up to a minute in), and without them the fetch function
+            # plans a sort of every queued job per fetch (~8 ms at 10k jobs instead of 0.5 ms).
+            # A live deployment's table has statistics, so the drain starts from that state.
+            await app.connector.execute_query_async("ANALYZE procrastinate_jobs")
 
         self._run(defer())
 
