@@ -11,11 +11,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from importlib.metadata import version as package_version
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 import pgqueuer
@@ -56,21 +56,21 @@ class PgQueuerSystem(System):
 
     @classmethod
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
+        # Larger dequeue batches kept paying off up to about 200 on 2 cores.
+        best = WorkerConfig(processes=2, concurrency=400, batch=200)
         if smoke:
-            return [WorkerConfig(processes=1, concurrency=100, batch=50)]
-        return [
-            WorkerConfig(processes=1, concurrency=100, batch=50),
-            WorkerConfig(processes=2, concurrency=100, batch=50),
-        ]
+            return [best]
+        return [WorkerConfig(processes=1, concurrency=400, batch=200), best]
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
+        # PGQueuer's default batch size; batch does not matter to an idle worker.
         return WorkerConfig(processes=1, concurrency=20, batch=10)
 
     # -- parent side ---------------------------------------------------------------------
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coro)
+    def _run(self, awaitable: Awaitable[T]) -> T:
+        return self._loop.run_until_complete(awaitable)
 
     def _get_queries(self) -> Queries:
         if self._queries is None:
@@ -82,12 +82,20 @@ class PgQueuerSystem(System):
         self._run(self._get_queries().install())
 
     def enqueue_noop(self, count: int) -> None:
+        self._enqueue_bulk(count, execute_after=None)
+
+    def enqueue_future(self, count: int) -> None:
+        self._enqueue_bulk(count, execute_after=timedelta(days=1))
+
+    def _enqueue_bulk(self, count: int, execute_after: timedelta | None) -> None:
         queries = self._get_queries()
 
         async def enqueue() -> None:
             for start in range(0, count, ENQUEUE_CHUNK):
                 size = min(ENQUEUE_CHUNK, count - start)
-                await queries.enqueue([ENTRYPOINT] * size, [None] * size, [0] * size)
+                await queries.enqueue(
+                    [ENTRYPOINT] * size, [None] * size, [0] * size, [execute_after] * size
+                )
 
         self._run(enqueue())
 
@@ -104,8 +112,15 @@ class PgQueuerSystem(System):
 
     def remaining(self) -> int:
         # Finished jobs are moved to the log table, so the queue table holds exactly the
-        # queued and picked ones.
-        return sum(row.count for row in self._run(self._get_queries().queue_size()))
+        # queued and picked ones. Hand-written SQL: the public count, `Queries.queue_size`,
+        # groups every row by entrypoint, priority and status, two to three times the cost of
+        # a plain count (20-35 ms against 7-17 ms at 100k rows), too heavy to poll every 50 ms.
+        queries = self._get_queries()
+        table = queries.qbe.settings.queue_table
+        rows = self._run(queries.driver.fetch(f"SELECT count(*) AS remaining FROM {table}"))
+        count = rows[0]["remaining"]
+        assert isinstance(count, int)
+        return count
 
     def close(self) -> None:
         if self._connection is not None:
@@ -138,7 +153,8 @@ class PgQueuerSystem(System):
         async def factory() -> AsyncIterator[pgqueuer.PgQueuer]:
             yield pgq
 
-        # Blocks the loop until go; nothing is listening yet, so nothing is missed.
+        # Blocking the loop here is harmless: the worker has not started, and jobs enqueued
+        # meanwhile are found by its first dequeue.
         ready()
         try:
             await pgqueuer.run(
