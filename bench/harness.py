@@ -30,6 +30,7 @@ import psycopg
 import redis
 from psycopg import sql
 
+from bench import cpu
 from bench.pgproxy import CountingProxy
 from bench.systems import load
 from bench.systems.base import System, Target, WorkerConfig
@@ -266,13 +267,11 @@ def workers(
         group.stop()
 
 
-def wait_drained(
-    system: System, group: WorkerGroup, jobs: int, timeout: float, leftover: int = 0
-) -> float:
-    """Seconds from `go` until the system reports no job left but `leftover` (not yet due)."""
+def wait_drained(system: System, group: WorkerGroup, jobs: int, timeout: float) -> float:
+    """Seconds from `go` until the system reports no job due or running."""
     group.go()
     started = time.perf_counter()
-    while system.remaining() > leftover:
+    while system.unfinished(cap=1):
         if time.perf_counter() - started > timeout:
             raise BenchError(f"{group.name}: not drained after {timeout:.0f}s ({jobs} jobs)")
         group.check_alive()
@@ -293,14 +292,27 @@ def open_system(name: str, target: Target) -> System:
     return system
 
 
-def drain_once(settings: Settings, name: str, config: WorkerConfig, jobs: int) -> float:
+@dataclass(frozen=True)
+class Drain:
+    rate: float  # jobs per second
+    client_us: float  # worker processes' CPU per job, microseconds
+    server_us: float  # database server's CPU per job, microseconds
+
+
+def drain_once(settings: Settings, name: str, config: WorkerConfig, jobs: int) -> Drain:
     target = fresh_environment(settings)
     system = open_system(name, target)
     try:
         system.enqueue_noop(jobs)
         settle(target)
         with workers(settings, name, target, config, "drain") as group:
-            return jobs / wait_drained(system, group, jobs, drain_timeout(jobs))
+            pids = [proc.pid for proc in group.procs]
+            client_before = cpu.processes_seconds(pids)
+            server_before = cpu.server_seconds()
+            seconds = wait_drained(system, group, jobs, drain_timeout(jobs))
+            client = cpu.processes_seconds(pids) - client_before
+            server = cpu.server_seconds_since(server_before)
+        return Drain(jobs / seconds, client / jobs * 1e6, server / jobs * 1e6)
     finally:
         system.close()
 
@@ -314,10 +326,21 @@ def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any
             # One job per fetch is a round trip per job: a fifth of the jobs measures the same
             # steady rate and keeps the suite inside its time budget.
             jobs = capped if config.batch > 1 else max(1, capped // 5)
-            rates = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
+            runs = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
             row = {"system": name, "config": config.to_dict(), "label": config.label, "jobs": jobs}
-            rows.append(row | {"jobs_per_s": summary(rates)})
-            settings.log(f"drain {name} {config.label}: {statistics.median(rates):,.0f} jobs/s")
+            rows.append(
+                row
+                | {
+                    "jobs_per_s": summary([r.rate for r in runs]),
+                    "client_cpu_us_per_job": summary([r.client_us for r in runs]),
+                    "server_cpu_us_per_job": summary([r.server_us for r in runs]),
+                }
+            )
+            settings.log(
+                f"drain {name} {config.label}: {rows[-1]['jobs_per_s']['median']:,.0f} jobs/s, "
+                f"CPU per job {rows[-1]['client_cpu_us_per_job']['median']:.0f} µs client + "
+                f"{rows[-1]['server_cpu_us_per_job']['median']:.0f} µs server"
+            )
     return rows
 
 
@@ -415,11 +438,7 @@ def figure_backlog(settings: Settings, name: str, config: WorkerConfig) -> list[
                 settle(target)
                 with workers(settings, name, target, config, "drain") as group:
                     seconds = wait_drained(
-                        system,
-                        group,
-                        settings.backlog_due,
-                        drain_timeout(settings.backlog_due),
-                        leftover=future,
+                        system, group, settings.backlog_due, drain_timeout(settings.backlog_due)
                     )
                 rates.append(settings.backlog_due / seconds)
         finally:
@@ -459,7 +478,7 @@ def figure_efficiency(settings: Settings, configs: dict[str, WorkerConfig]) -> l
                     before = commits(target)
                     polls = 0
                     group.go()
-                    while system.remaining() > 0:
+                    while system.unfinished(cap=1):
                         polls += 1
                         group.check_alive()
                         time.sleep(0.1)
@@ -488,10 +507,10 @@ def figure_efficiency(settings: Settings, configs: dict[str, WorkerConfig]) -> l
 
 
 def _commits_per_poll(system: System, target: Target) -> float:
-    """What one `remaining()` call itself commits, so the parent's polling is not counted."""
+    """What one `unfinished()` call itself commits, so the parent's polling is not counted."""
     before = commits(target)
     for _ in range(20):
-        system.remaining()
+        system.unfinished(cap=1)
     time.sleep(1.5)
     return max(0.0, (commits(target) - before - 1) / 20)
 

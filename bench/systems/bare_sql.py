@@ -75,6 +75,8 @@ class BareSQL(ChronoqPostgres):
             claim_args = _claim_args(config.batch)
             while not stop:
                 rows = conn.execute(Q["job_claim"], claim_args, prepare=True).fetchall()
+                # The claim always answers one row; a job row has an id, the wake-up alone not.
+                rows = [row for row in rows if row["id"] is not None]
                 if not rows:
                     time.sleep(IDLE_PAUSE)
                     continue

@@ -78,8 +78,9 @@ class ChronoqPostgres(System):
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(Q["future_backlog"], {"count": count})
 
-    def remaining(self) -> int:
-        return count_remaining(self.watch_connection())
+    def unfinished(self, cap: int) -> int:
+        row = self.watch_connection().execute(Q["chronoq_unfinished"], {"cap": cap}).fetchone()
+        return int(str(row[0])) if row else 0
 
     def watch_connection(self) -> psycopg.Connection[tuple[object, ...]]:
         if self._watch is None:
@@ -100,11 +101,6 @@ class ChronoqPostgres(System):
         worker = Worker(app, options)
         ready()
         worker.run()
-
-
-def count_remaining(conn: psycopg.Connection[tuple[object, ...]]) -> int:
-    row = conn.execute(Q["chronoq_remaining"]).fetchone()
-    return int(str(row[0])) if row else 0
 
 
 def _aware(epoch: float) -> datetime:

@@ -9,6 +9,7 @@ from typing import ClassVar
 from bench.systems.base import Recorder, System, Target, WorkerConfig
 from bench.systems.chronoq_pg import CONCURRENCY, ChronoqPostgres, build_app
 from bench.systems.sql import Q
+from chronoq.storage.sqlite.store import now_micros
 from chronoq.worker.worker import Worker, WorkerOptions
 
 
@@ -40,10 +41,11 @@ class ChronoqSqlite(ChronoqPostgres):
     def latency_config(cls) -> WorkerConfig:
         return WorkerConfig(1, CONCURRENCY, 100)
 
-    def remaining(self) -> int:
+    def unfinished(self, cap: int) -> int:
         if self._db is None:
             self._db = sqlite3.connect(self.target.sqlite_path)
-        row = self._db.execute(Q["chronoq_remaining"]).fetchone()
+        args = {"cap": cap, "now": now_micros()}
+        row = self._db.execute(Q["chronoq_unfinished_sqlite"], args).fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from procrastinate import App, PsycopgConnector
 from procrastinate.jobs import JobDeferrer
 
 from bench.systems.base import Recorder, System, Target, WorkerConfig
+from bench.systems.sql import Q
 
 T = TypeVar("T")
 
@@ -112,17 +113,16 @@ class ProcrastinateSystem(System):
         ]
         self._run(app.job_manager.batch_defer_jobs_async(jobs))
 
-    def remaining(self) -> int:
-        # Hand-written SQL: the public count, `JobManager.list_queues_async`, aggregates every
-        # row including the finished ones Procrastinate keeps (~100 ms at 100k rows), too heavy
-        # to poll every 50 ms. This count reads a partial index on todo/doing jobs (3-20 ms).
+    def unfinished(self, cap: int) -> int:
+        # Hand-written SQL: `JobManager.list_queues_async` aggregates every row, finished ones
+        # included (~100 ms at 100k rows), far too heavy to poll every few milliseconds. This
+        # reads a partial index on todo/doing jobs and stops at `cap`.
         row = self._run(
             self._get_app().connector.execute_query_one_async(
-                "SELECT count(*) AS remaining FROM procrastinate_jobs"
-                " WHERE status IN ('todo', 'doing')"
+                Q["procrastinate_unfinished"], cap=cap
             )
         )
-        return int(row["remaining"])
+        return int(row["n"])
 
     def close(self) -> None:
         if self._app is not None:

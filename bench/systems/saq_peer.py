@@ -108,9 +108,10 @@ class SaqSystem(System):
 
         self._run(enqueue())
 
-    def remaining(self) -> int:
+    def unfinished(self, cap: int) -> int:
         # The incomplete set holds every job not yet finished: scheduled, queued and active.
-        return self._run(self._get_queue().count("incomplete"))
+        # A ZCARD costs the same whatever the cap.
+        return int(self._run(self._get_queue().count("incomplete")))
 
     def close(self) -> None:
         if self._queue is not None:
