@@ -17,7 +17,7 @@ from bench.harness import BenchError, Settings, run, temporary_work_dir
 from bench.machine import describe
 from bench.systems import MODULES
 
-DEFAULT_SYSTEMS = ("chronoq", "bare-sql", "pgqueuer", "procrastinate", "saq")
+DEFAULT_SYSTEMS = ("chronoq", "chronoq-sqlite", "bare-sql", "pgqueuer", "procrastinate", "saq")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -39,6 +39,7 @@ from bench.systems.sql import Q
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "chronoq_bench"
 POLL = 0.02
+LATENESS_LEAD = 3.0  # seconds between enqueueing the lateness jobs and the first due time
 
 
 class BenchError(Exception):
@@ -317,15 +318,23 @@ def drain_once(settings: Settings, name: str, config: WorkerConfig, jobs: int) -
         system.close()
 
 
+def jobs_for(config: WorkerConfig, jobs: int) -> int:
+    """Small fetches make a round trip per job or per ten: their rate is steady long before the
+    full count, and draining it would take most of the suite's time budget."""
+    if config.batch == 1:
+        return max(1, jobs // 10)
+    if config.batch < 100:
+        return max(1, jobs // 2)
+    return jobs
+
+
 def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         cls = load(name)
         capped = min(settings.drain_jobs, cls.max_drain_jobs or settings.drain_jobs)
         for config in cls.drain_configs(settings.smoke):
-            # One job per fetch is a round trip per job: a fifth of the jobs measures the same
-            # steady rate and keeps the suite inside its time budget.
-            jobs = capped if config.batch > 1 else max(1, capped // 5)
+            jobs = jobs_for(config, capped)
             runs = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
             row = {"system": name, "config": config.to_dict(), "label": config.label, "jobs": jobs}
             rows.append(
@@ -403,11 +412,13 @@ def figure_lateness(settings: Settings, names: Sequence[str]) -> list[dict[str, 
             try:
                 with workers(settings, name, target, cls.latency_config(), "record") as group:
                     group.go()
-                    first_due = time.time() + 5.0
+                    first_due = time.time() + LATENESS_LEAD
                     count = settings.lateness_jobs
                     system.enqueue_due([first_due + i / count for i in range(count)])
                     if time.time() > first_due:
-                        raise BenchError(f"{name}: enqueue of {count} jobs took longer than 5 s")
+                        raise BenchError(
+                            f"{name}: enqueue of {count} jobs took longer than {LATENESS_LEAD} s"
+                        )
                     samples = group.take(count, timeout=drain_timeout(count))
             finally:
                 system.close()

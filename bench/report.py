@@ -155,8 +155,10 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         "## 1. Drain",
         "",
         "Pending no-op jobs, workers started, jobs/s until none is left. Layout `Np cC bB`: "
-        "N worker processes, C jobs in flight per process, B jobs per fetch. Layouts that fetch "
-        "one job at a time drain a fifth of the jobs (the rate is steady long before).",
+        "N worker processes, C jobs in flight per process, B jobs per fetch. Layouts fetching "
+        "one job drain a tenth of the jobs and layouts fetching ten drain half (their rate is "
+        "steady long before); the jobs column says how many. Peers are measured in the best "
+        "layouts found for them (bench/PEERS.md).",
         "",
     ]
     if "drain" in charts:

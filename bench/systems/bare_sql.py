@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench.systems.base import Recorder, Target, WorkerConfig
-from bench.systems.chronoq_pg import BATCHES, PROCESSES, ChronoqPostgres
+from bench.systems.chronoq_pg import BATCHES, PGQUEUER_BEST, PROCESSES, ChronoqPostgres
 from bench.systems.sql import Q as BENCH_Q
 from chronoq.storage.sqlfile import load_queries
 
@@ -44,7 +44,7 @@ class BareSQL(ChronoqPostgres):
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
         if smoke:
             return [WorkerConfig(1, 100, 100)]
-        return [WorkerConfig(p, b, b) for p in PROCESSES for b in BATCHES]
+        return [*(WorkerConfig(p, b, b) for p in PROCESSES for b in BATCHES), PGQUEUER_BEST]
 
     def enqueue_noop(self, count: int) -> None:
         now = datetime.now(UTC)

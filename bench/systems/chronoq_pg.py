@@ -17,6 +17,9 @@ from chronoq.worker.worker import Worker, WorkerOptions
 BATCHES = (1, 10, 100)
 PROCESSES = (1, 2, 4)
 CONCURRENCY = 100
+# PGQueuer's best layout on 2 cores (bench/PEERS.md), measured for chronoq and the bare loop too,
+# so that the comparison is also made layout for layout.
+PGQUEUER_BEST = WorkerConfig(2, 400, 200)
 
 
 def build_app(dsn: str, recorder: Recorder | None = None) -> App:
@@ -56,7 +59,8 @@ class ChronoqPostgres(System):
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
         if smoke:
             return [WorkerConfig(1, CONCURRENCY, 100), WorkerConfig(2, CONCURRENCY, 10)]
-        return [WorkerConfig(p, CONCURRENCY, b) for p in PROCESSES for b in BATCHES]
+        grid = [WorkerConfig(p, CONCURRENCY, b) for p in PROCESSES for b in BATCHES]
+        return [*grid, PGQUEUER_BEST]
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:

@@ -21,6 +21,8 @@ class ChronoqSqlite(ChronoqPostgres):
         "The embedded default: one SQLite file in WAL mode shared by the worker processes."
     )
 
+    max_drain_jobs = 50_000  # SQLite drains at a few thousand per second; half the count will do
+
     def __init__(self, target: Target) -> None:
         System.__init__(self, target)
         self.app = build_app(self.dsn)

@@ -44,6 +44,9 @@ class SaqSystem(System):
         self._loop = asyncio.new_event_loop()
         self._queue: RedisQueue | None = None
 
+    # Its drain rate is steady well before this many jobs; the full count would take minutes.
+    max_drain_jobs = 30_000
+
     @classmethod
     def version(cls) -> str:
         return package_version("saq")
@@ -52,10 +55,9 @@ class SaqSystem(System):
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
         if smoke:
             return [WorkerConfig(processes=2, concurrency=10, batch=1)]
-        return [
-            WorkerConfig(processes=1, concurrency=10, batch=1),
-            WorkerConfig(processes=2, concurrency=10, batch=1),
-        ]
+        # The best layout found exploring 1-3 processes and concurrency (bench/PEERS.md); only
+        # it is measured in the suite, to keep the run inside its time budget.
+        return [WorkerConfig(processes=2, concurrency=10, batch=1)]
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
