@@ -660,8 +660,12 @@ class Worker:
 
     async def _shutdown(self, helpers: list[asyncio.Task[None]]) -> None:
         self._stop_requested = True
-        with contextlib.suppress(StoreError):
-            await self._release_buffered()
+        # Bounded, like every store call at shutdown: after a second signal, or with the
+        # database gone, the claimed-ahead jobs are left to their leases instead.
+        with contextlib.suppress(StoreError, TimeoutError):
+            await asyncio.wait_for(
+                self._release_buffered(), 1.0 if self._rt.stop_now.is_set() else 10.0
+            )
         await self._drain_in_flight()
         now = self._rt.stop_now.is_set()
         try:
