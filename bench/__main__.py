@@ -7,6 +7,7 @@ the harness and every system's adapter still work, and its figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -31,6 +32,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, help="where results go (default bench/)")
     parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="measure nothing: write RESULTS.md and the charts again from a results.json",
+    )
+    parser.add_argument(
         "--admin-dsn",
         default=os.environ.get(
             "CHRONOQ_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -47,6 +54,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    if args.render:
+        results = json.loads(args.render.read_text(encoding="utf-8"))
+        report.write(results, args.out or args.render.parent)
+        return 0
     systems = tuple(name.strip() for name in args.systems.split(",") if name.strip())
     unknown = [name for name in systems if name not in MODULES]
     if unknown:

@@ -153,10 +153,12 @@ def fresh_environment(settings: Settings) -> Target:
 
 
 def settle(target: Target) -> None:
-    """VACUUM ANALYZE after loading, for every system alike, so no autovacuum or stale
-    statistics land in the middle of one system's measurement and not another's."""
+    """VACUUM ANALYZE and a CHECKPOINT after loading, for every system alike, so that no
+    autovacuum, stale statistics or checkpoint (with the full-page writes that follow it) lands
+    in the middle of one system's measurement and not another's."""
     with psycopg.connect(target.pg_dsn, autocommit=True) as conn:
         conn.execute(Q["vacuum_analyze"])
+        conn.execute(Q["checkpoint"])
 
 
 def commits(target: Target) -> int:
@@ -322,9 +324,9 @@ def jobs_for(config: WorkerConfig, jobs: int) -> int:
     """Small fetches make a round trip per job or per ten: their rate is steady long before the
     full count, and draining it would take most of the suite's time budget."""
     if config.batch == 1:
-        return max(1, jobs // 10)
+        return max(1, jobs // 30)
     if config.batch < 100:
-        return max(1, jobs // 2)
+        return max(1, jobs // 5)
     return jobs
 
 
@@ -332,9 +334,13 @@ def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any
     rows = []
     for name in names:
         cls = load(name)
-        capped = min(settings.drain_jobs, cls.max_drain_jobs or settings.drain_jobs)
         for config in cls.drain_configs(settings.smoke):
-            jobs = jobs_for(config, capped)
+            # A system with a cap of its own (a slow peer) drains exactly that many.
+            jobs = (
+                min(settings.drain_jobs, cls.max_drain_jobs)
+                if cls.max_drain_jobs
+                else jobs_for(config, settings.drain_jobs)
+            )
             runs = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
             row = {"system": name, "config": config.to_dict(), "label": config.label, "jobs": jobs}
             rows.append(

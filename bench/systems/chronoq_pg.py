@@ -64,6 +64,8 @@ class ChronoqPostgres(System):
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
+        # Two processes: 10k jobs due within a second need throughput as much as a prompt
+        # wake-up (one process cannot keep up; four share the two cores with the database).
         return WorkerConfig(2, CONCURRENCY, 100)
 
     def install(self) -> None:

@@ -70,7 +70,8 @@ class ProcrastinateSystem(System):
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
-        return WorkerConfig(processes=1, concurrency=10, batch=1)
+        # Its best drain layout: 10k jobs due within a second need throughput too.
+        return WorkerConfig(processes=2, concurrency=10, batch=1)
 
     # -- parent side ---------------------------------------------------------------------
 

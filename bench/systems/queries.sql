@@ -49,6 +49,9 @@ CREATE DATABASE {db}
 -- name: vacuum_analyze
 VACUUM ANALYZE
 
+-- name: checkpoint
+CHECKPOINT
+
 -- name: commits
 SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()
 
