@@ -382,55 +382,56 @@ def figure_bulk(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]
 
 def figure_pickup(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
     """One job at a time on an idle system: enqueue call to handler start."""
-    rows = []
-    for name in names:
-        cls = load(name)
-        per_run = []
-        for _ in range(settings.repeats):
-            target = fresh_environment(settings)
-            system = open_system(name, target)
-            try:
-                with workers(settings, name, target, cls.latency_config(), "record") as group:
-                    group.go()
-                    time.sleep(1.0)  # let the workers reach their idle wait
-                    samples = []
-                    for _ in range(settings.pickup_samples):
-                        system.enqueue_due([time.time()])
-                        samples.extend(group.take(1, timeout=30))
-                        time.sleep(random.uniform(0.01, 0.03))
-            finally:
-                system.close()
-            per_run.append(latency_stats(samples))
-        rows.append(_latency_row(name, settings.pickup_samples, per_run))
-        settings.log(f"pickup {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
-    return rows
+
+    def measure(system: System, group: WorkerGroup) -> list[float]:
+        time.sleep(1.0)  # let the workers reach their idle wait
+        samples = []
+        for _ in range(settings.pickup_samples):
+            system.enqueue_due([time.time()])
+            samples.extend(group.take(1, timeout=30))
+            time.sleep(random.uniform(0.01, 0.03))
+        return samples
+
+    return _latency_figure(settings, names, "pickup", settings.pickup_samples, measure)
 
 
 def figure_lateness(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
     """`lateness_jobs` jobs scheduled evenly across one second: due time to handler start."""
+    count = settings.lateness_jobs
+
+    def measure(system: System, group: WorkerGroup) -> list[float]:
+        first_due = time.time() + LATENESS_LEAD
+        system.enqueue_due([first_due + i / count for i in range(count)])
+        if time.time() > first_due:
+            raise BenchError(f"enqueue of {count} jobs took longer than {LATENESS_LEAD} s")
+        return group.take(count, timeout=drain_timeout(count))
+
+    return _latency_figure(settings, names, "lateness", count, measure)
+
+
+def _latency_figure(
+    settings: Settings,
+    names: Sequence[str],
+    figure: str,
+    samples: int,
+    measure: Callable[[System, WorkerGroup], list[float]],
+) -> list[dict[str, Any]]:
+    """Each system's latency workers, started and going, `measure`d on a fresh database."""
     rows = []
     for name in names:
-        cls = load(name)
+        config = load(name).latency_config()
         per_run = []
         for _ in range(settings.repeats):
             target = fresh_environment(settings)
             system = open_system(name, target)
             try:
-                with workers(settings, name, target, cls.latency_config(), "record") as group:
+                with workers(settings, name, target, config, "record") as group:
                     group.go()
-                    first_due = time.time() + LATENESS_LEAD
-                    count = settings.lateness_jobs
-                    system.enqueue_due([first_due + i / count for i in range(count)])
-                    if time.time() > first_due:
-                        raise BenchError(
-                            f"{name}: enqueue of {count} jobs took longer than {LATENESS_LEAD} s"
-                        )
-                    samples = group.take(count, timeout=drain_timeout(count))
+                    per_run.append(latency_stats(measure(system, group)))
             finally:
                 system.close()
-            per_run.append(latency_stats(samples))
-        rows.append(_latency_row(name, settings.lateness_jobs, per_run))
-        settings.log(f"lateness {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
+        rows.append(_latency_row(name, samples, per_run))
+        settings.log(f"{figure} {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
     return rows
 
 

@@ -63,23 +63,22 @@ def _redis_version(url: str) -> str:
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],  # noqa: S607
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent,
-        ).stdout.strip()
-        return out.stdout.strip() + ("+changes" if dirty else "")
+        commit = _git("rev-parse", "--short", "HEAD")
+        changed = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return commit + ("+changes" if changed else "")
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(
+        ["git", *args],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,
+    )
+    return done.stdout.strip()
 
 
 def _read(path: str) -> str:

@@ -19,7 +19,10 @@ from typing import Any, Protocol
 from chronoq.core.jobs import Claim, Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
 
 
-@dataclass(frozen=True, slots=True)
+# JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the
+# hot paths, and a frozen dataclass costs three times as much to build (object.__setattr__ per
+# field). Nothing mutates them.
+@dataclass(slots=True)
 class JobInsertParams:
     """One job to enqueue. `payload_json` is already validated, encoded JSON of an object."""
 
@@ -57,7 +60,7 @@ class JobClaimParams:
     default_max_attempts: int = 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobFinishParams:
     """How one attempt ended. `retry_delay` (seconds) applies to `Outcome.RETRY` only."""
 
@@ -68,7 +71,7 @@ class JobFinishParams:
     error: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobLeaseRef:
     """A claimed job as its owner knows it: heartbeats and releases are fenced by the token."""
 

@@ -123,7 +123,7 @@ class _Runtime:
     results: asyncio.Queue[_Result] = field(default_factory=asyncio.Queue)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Result:
     job: Job
     params: JobFinishParams
