@@ -364,8 +364,10 @@ def figure_bulk(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]
     for name in names:
         seconds = []
         for _ in range(settings.repeats):
-            system = open_system(name, fresh_environment(settings))
+            target = fresh_environment(settings)
+            system = open_system(name, target)
             try:
+                settle(target)  # no checkpoint left over from the previous run
                 started = time.perf_counter()
                 system.enqueue_noop(settings.bulk_jobs)
                 seconds.append(time.perf_counter() - started)

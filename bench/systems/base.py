@@ -11,11 +11,14 @@ lateness (now - t) so the parent can read it; in the drain figures it does nothi
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class System:
     notes: ClassVar[str] = ""
     # False for a system that only drains (the bare SQL loop has no wake-up path).
     measures_latency: ClassVar[bool] = True
+    # The layout a peer is measured in: the best one found exploring (bench/PEERS.md). The
+    # default drain and latency layouts are just this one, to keep the suite in its time budget.
+    best_layout: ClassVar[WorkerConfig | None] = None
     # A cap on the drain figure's job count for a system too slow to drain the full count in
     # the suite's time budget (its rate is still measured on the capped count).
     max_drain_jobs: ClassVar[int | None] = None
@@ -81,12 +87,19 @@ class System:
     @classmethod
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
         """The layouts tried in the drain figure (the best one is the system's figure)."""
-        raise NotImplementedError
+        return [cls._best()]
 
     @classmethod
     def latency_config(cls) -> WorkerConfig:
-        """The layout used for pickup latency and due-to-start lateness."""
-        raise NotImplementedError
+        """The layout used for pickup latency and due-to-start lateness: 10k jobs due within a
+        second need throughput as much as a prompt wake-up."""
+        return cls._best()
+
+    @classmethod
+    def _best(cls) -> WorkerConfig:
+        if cls.best_layout is None:
+            raise NotImplementedError(f"{cls.__name__} names no best_layout")
+        return cls.best_layout
 
     def install(self) -> None:
         """Create the system's schema in the fresh database (or flush its Redis database)."""
@@ -125,3 +138,21 @@ class System:
         jobs until SIGTERM. The no-op handler takes an optional `t` and calls
         `recorder.started(t)` first thing."""
         raise NotImplementedError
+
+
+class AsyncPeer(System):
+    """A peer whose client API is async: the parent-side calls run on a private event loop."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._loop = asyncio.new_event_loop()
+
+    def run(self, awaitable: Awaitable[T]) -> T:
+        return self._loop.run_until_complete(awaitable)
+
+    def close(self) -> None:
+        self.run(self.disconnect())
+        self._loop.close()
+
+    async def disconnect(self) -> None:
+        """Close the connections the parent-side calls opened."""

@@ -49,7 +49,11 @@ class ChronoqPostgres(System):
 
     @property
     def dsn(self) -> str:
-        return self.target.pg_dsn
+        return self.dsn_of(self.target)
+
+    @classmethod
+    def dsn_of(cls, target: Target) -> str:
+        return target.pg_dsn
 
     @classmethod
     def version(cls) -> str:
@@ -102,7 +106,7 @@ class ChronoqPostgres(System):
     def serve(
         cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
     ) -> None:
-        app = build_app(target.pg_dsn, recorder)
+        app = build_app(cls.dsn_of(target), recorder)
         options = WorkerOptions(concurrency=config.concurrency, batch_size=config.batch)
         worker = Worker(app, options)
         ready()

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from typing import ClassVar
 
-from bench.systems.base import Recorder, System, Target, WorkerConfig
+from bench.systems.base import System, Target, WorkerConfig
 from bench.systems.chronoq_pg import CONCURRENCY, ChronoqPostgres, build_app
 from bench.systems.sql import Q
 from chronoq.storage.sqlite.store import now_micros
-from chronoq.worker.worker import Worker, WorkerOptions
 
 
 class ChronoqSqlite(ChronoqPostgres):
@@ -29,9 +27,9 @@ class ChronoqSqlite(ChronoqPostgres):
         self.app.migrate()
         self._db: sqlite3.Connection | None = None
 
-    @property
-    def dsn(self) -> str:
-        return f"sqlite:///{self.target.sqlite_path}"
+    @classmethod
+    def dsn_of(cls, target: Target) -> str:
+        return f"sqlite:///{target.sqlite_path}"
 
     @classmethod
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
@@ -53,16 +51,6 @@ class ChronoqSqlite(ChronoqPostgres):
         if self._db is not None:
             self._db.close()
         self.app.close()
-
-    @classmethod
-    def serve(
-        cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
-    ) -> None:
-        app = build_app(f"sqlite:///{target.sqlite_path}", recorder)
-        options = WorkerOptions(concurrency=config.concurrency, batch_size=config.batch)
-        worker = Worker(app, options)
-        ready()
-        worker.run()
 
 
 SYSTEM = ChronoqSqlite

@@ -7,15 +7,13 @@ does; it installs its own SIGINT/SIGTERM handlers.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from importlib.metadata import version as package_version
-from typing import TypeVar
 
 import asyncpg
 import pgqueuer
@@ -24,10 +22,8 @@ from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
-from bench.systems.base import Recorder, System, Target, WorkerConfig
+from bench.systems.base import AsyncPeer, Recorder, Target, WorkerConfig
 from bench.systems.sql import Q
-
-T = TypeVar("T")
 
 ENTRYPOINT = "noop"
 # Rows per `enqueue` call in the bulk path: one statement per chunk keeps the parameter arrays
@@ -35,7 +31,7 @@ ENTRYPOINT = "noop"
 ENQUEUE_CHUNK = 10_000
 
 
-class PgQueuerSystem(System):
+class PgQueuerSystem(AsyncPeer):
     name = "pgqueuer"
     title = f"PGQueuer {package_version('pgqueuer')}"
     backend = "postgres"
@@ -45,9 +41,10 @@ class PgQueuerSystem(System):
         "requires to be at least twice the batch. Durable (logged) tables, the install default."
     )
 
+    best_layout = WorkerConfig(processes=2, concurrency=400, batch=200)
+
     def __init__(self, target: Target) -> None:
         super().__init__(target)
-        self._loop = asyncio.new_event_loop()
         self._connection: asyncpg.Connection | None = None
         self._queries: Queries | None = None
 
@@ -58,30 +55,20 @@ class PgQueuerSystem(System):
     @classmethod
     def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
         # Larger dequeue batches kept paying off up to about 200 on 2 cores.
-        best = WorkerConfig(processes=2, concurrency=400, batch=200)
         if smoke:
-            return [best]
-        return [WorkerConfig(processes=1, concurrency=400, batch=200), best]
-
-    @classmethod
-    def latency_config(cls) -> WorkerConfig:
-        # Its best drain layout: 10k jobs due within a second need throughput as much as a
-        # prompt wake-up, and an idle worker's pickup does not depend on the batch.
-        return WorkerConfig(processes=2, concurrency=400, batch=200)
+            return [cls._best()]
+        return [WorkerConfig(processes=1, concurrency=400, batch=200), cls._best()]
 
     # -- parent side ---------------------------------------------------------------------
 
-    def _run(self, awaitable: Awaitable[T]) -> T:
-        return self._loop.run_until_complete(awaitable)
-
     def _get_queries(self) -> Queries:
         if self._queries is None:
-            self._connection = self._run(asyncpg.connect(self.target.pg_dsn))
+            self._connection = self.run(asyncpg.connect(self.target.pg_dsn))
             self._queries = Queries(AsyncpgDriver(self._connection))
         return self._queries
 
     def install(self) -> None:
-        self._run(self._get_queries().install())
+        self.run(self._get_queries().install())
 
     def enqueue_noop(self, count: int) -> None:
         self._enqueue_bulk(count, execute_after=None)
@@ -99,7 +86,7 @@ class PgQueuerSystem(System):
                     [ENTRYPOINT] * size, [None] * size, [0] * size, [execute_after] * size
                 )
 
-        self._run(enqueue())
+        self.run(enqueue())
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         queries = self._get_queries()
@@ -108,9 +95,9 @@ class PgQueuerSystem(System):
         # execute_after is relative to the database's NOW() at insert; negative means due now.
         delays: list[timedelta | None] = [timedelta(seconds=max(0.0, t - now)) for t in due]
         if len(due) == 1:
-            self._run(queries.enqueue(ENTRYPOINT, payloads[0], execute_after=delays[0]))
+            self.run(queries.enqueue(ENTRYPOINT, payloads[0], execute_after=delays[0]))
         else:
-            self._run(queries.enqueue([ENTRYPOINT] * len(due), payloads, [0] * len(due), delays))
+            self.run(queries.enqueue([ENTRYPOINT] * len(due), payloads, [0] * len(due), delays))
 
     def unfinished(self, cap: int) -> int:
         # Hand-written SQL: `Queries.queue_size` groups every row by entrypoint, priority and
@@ -118,17 +105,16 @@ class PgQueuerSystem(System):
         queries = self._get_queries()
         if queries.qbe.settings.queue_table != "pgqueuer":
             raise RuntimeError("the harness's count expects PGQueuer's default table name")
-        rows = self._run(queries.driver.fetch(Q["pgqueuer_unfinished"], cap))
+        rows = self.run(queries.driver.fetch(Q["pgqueuer_unfinished"], cap))
         count = rows[0]["n"]
         assert isinstance(count, int)
         return count
 
-    def close(self) -> None:
+    async def disconnect(self) -> None:
         if self._connection is not None:
-            self._run(self._connection.close())
+            await self._connection.close()
             self._connection = None
             self._queries = None
-        self._loop.close()
 
     # -- worker process ------------------------------------------------------------------
 

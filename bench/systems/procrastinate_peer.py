@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
-from typing import TypeVar
 
 from procrastinate import App, PsycopgConnector
 from procrastinate.jobs import JobDeferrer
 
-from bench.systems.base import Recorder, System, Target, WorkerConfig
+from bench.systems.base import AsyncPeer, Recorder, Target, WorkerConfig
 from bench.systems.sql import Q
-
-T = TypeVar("T")
 
 TASK = "noop"
 # Jobs per `batch_defer_async` call: one statement per chunk bounds the memory a 100k enqueue
@@ -37,7 +34,7 @@ def _connector(dsn: str, pool_size: int) -> PsycopgConnector:
     return PsycopgConnector(conninfo=dsn, min_size=pool_size, max_size=pool_size)
 
 
-class ProcrastinateSystem(System):
+class ProcrastinateSystem(AsyncPeer):
     name = "procrastinate"
     title = f"Procrastinate {package_version('procrastinate')}"
     backend = "postgres"
@@ -50,43 +47,27 @@ class ProcrastinateSystem(System):
 
     def __init__(self, target: Target) -> None:
         super().__init__(target)
-        self._loop = asyncio.new_event_loop()
         self._app: App | None = None
 
     # Its drain rate is steady well before this many jobs; the full count would take minutes.
     max_drain_jobs = 10_000
+    best_layout = WorkerConfig(processes=2, concurrency=10, batch=1)
 
     @classmethod
     def version(cls) -> str:
         return package_version("procrastinate")
 
-    @classmethod
-    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
-        if smoke:
-            return [WorkerConfig(processes=2, concurrency=10, batch=1)]
-        # The best layout found exploring 1-3 processes and concurrency (bench/PEERS.md); only
-        # it is measured in the suite, to keep the run inside its time budget.
-        return [WorkerConfig(processes=2, concurrency=10, batch=1)]
-
-    @classmethod
-    def latency_config(cls) -> WorkerConfig:
-        # Its best drain layout: 10k jobs due within a second need throughput too.
-        return WorkerConfig(processes=2, concurrency=10, batch=1)
-
     # -- parent side ---------------------------------------------------------------------
-
-    def _run(self, awaitable: Awaitable[T]) -> T:
-        return self._loop.run_until_complete(awaitable)
 
     def _get_app(self) -> App:
         if self._app is None:
             app = App(connector=_connector(self.target.pg_dsn, pool_size=2))
-            self._run(app.open_async())
+            self.run(app.open_async())
             self._app = app
         return self._app
 
     def install(self) -> None:
-        self._run(self._get_app().schema_manager.apply_schema_async())
+        self.run(self._get_app().schema_manager.apply_schema_async())
 
     def enqueue_noop(self, count: int) -> None:
         self._defer_bulk(self._get_app().configure_task(TASK), count)
@@ -100,13 +81,13 @@ class ProcrastinateSystem(System):
                 size = min(DEFER_CHUNK, count - start)
                 await deferrer.batch_defer_async(*({} for _ in range(size)))
 
-        self._run(defer())
+        self.run(defer())
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         app = self._get_app()
         if len(due) == 1:
             at = datetime.fromtimestamp(due[0], UTC)
-            self._run(app.configure_task(TASK, schedule_at=at).defer_async(t=due[0]))
+            self.run(app.configure_task(TASK, schedule_at=at).defer_async(t=due[0]))
             return
         # Each job has its own schedule_at, which a single deferrer cannot express; the job
         # manager's batch defer takes fully configured jobs in one statement.
@@ -114,24 +95,23 @@ class ProcrastinateSystem(System):
             app.configure_task(TASK, schedule_at=datetime.fromtimestamp(t, UTC)).make_new_job(t=t)
             for t in due
         ]
-        self._run(app.job_manager.batch_defer_jobs_async(jobs))
+        self.run(app.job_manager.batch_defer_jobs_async(jobs))
 
     def unfinished(self, cap: int) -> int:
         # Hand-written SQL: `JobManager.list_queues_async` aggregates every row, finished ones
         # included (~100 ms at 100k rows), far too heavy to poll every few milliseconds. This
         # reads a partial index on todo/doing jobs and stops at `cap`.
-        row = self._run(
+        row = self.run(
             self._get_app().connector.execute_query_one_async(
                 Q["procrastinate_unfinished"], cap=cap
             )
         )
         return int(row["n"])
 
-    def close(self) -> None:
+    async def disconnect(self) -> None:
         if self._app is not None:
-            self._run(self._app.close_async())
+            await self._app.close_async()
             self._app = None
-        self._loop.close()
 
     # -- worker process ------------------------------------------------------------------
 

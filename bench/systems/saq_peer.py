@@ -10,17 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
-from typing import TypeVar
 
 from saq import Worker
 from saq.queue.redis import RedisQueue
 from saq.types import Context
 
-from bench.systems.base import Recorder, System, Target, WorkerConfig
-
-T = TypeVar("T")
+from bench.systems.base import AsyncPeer, Recorder, Target, WorkerConfig
 
 FUNCTION = "noop"
 # Enqueue calls started per gather. The queue itself lets `max_concurrent_ops` (default 20) of
@@ -28,7 +25,7 @@ FUNCTION = "noop"
 ENQUEUE_CHUNK = 1_000
 
 
-class SaqSystem(System):
+class SaqSystem(AsyncPeer):
     name = "saq"
     title = f"SAQ {package_version('saq')}"
     backend = "redis"
@@ -41,44 +38,28 @@ class SaqSystem(System):
 
     def __init__(self, target: Target) -> None:
         super().__init__(target)
-        self._loop = asyncio.new_event_loop()
         self._queue: RedisQueue | None = None
 
     # Its drain rate is steady well before this many jobs; the full count would take minutes.
     max_drain_jobs = 30_000
+    best_layout = WorkerConfig(processes=2, concurrency=10, batch=1)
 
     @classmethod
     def version(cls) -> str:
         return package_version("saq")
 
-    @classmethod
-    def drain_configs(cls, smoke: bool) -> list[WorkerConfig]:
-        if smoke:
-            return [WorkerConfig(processes=2, concurrency=10, batch=1)]
-        # The best layout found exploring 1-3 processes and concurrency (bench/PEERS.md); only
-        # it is measured in the suite, to keep the run inside its time budget.
-        return [WorkerConfig(processes=2, concurrency=10, batch=1)]
-
-    @classmethod
-    def latency_config(cls) -> WorkerConfig:
-        # Its best drain layout: 10k jobs due within a second need throughput too.
-        return WorkerConfig(processes=2, concurrency=10, batch=1)
-
     # -- parent side ---------------------------------------------------------------------
-
-    def _run(self, awaitable: Awaitable[T]) -> T:
-        return self._loop.run_until_complete(awaitable)
 
     def _get_queue(self) -> RedisQueue:
         if self._queue is None:
             queue = RedisQueue.from_url(self.target.redis_url)
-            self._run(queue.connect())
+            self.run(queue.connect())
             self._queue = queue
         return self._queue
 
     def install(self) -> None:
         # SAQ has no schema; start from an empty Redis database.
-        self._run(self._get_queue().redis.flushdb())
+        self.run(self._get_queue().redis.flushdb())
 
     def enqueue_noop(self, count: int) -> None:
         self._enqueue_bulk(count, scheduled=0)
@@ -96,7 +77,7 @@ class SaqSystem(System):
                     *(queue.enqueue(FUNCTION, scheduled=scheduled) for _ in range(size))
                 )
 
-        self._run(enqueue())
+        self.run(enqueue())
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         queue = self._get_queue()
@@ -109,18 +90,17 @@ class SaqSystem(System):
                 *(queue.enqueue(FUNCTION, t=t, scheduled=t if t > now else 0) for t in due)
             )
 
-        self._run(enqueue())
+        self.run(enqueue())
 
     def unfinished(self, cap: int) -> int:
         # The incomplete set holds every job not yet finished: scheduled, queued and active.
         # A ZCARD costs the same whatever the cap.
-        return int(self._run(self._get_queue().count("incomplete")))
+        return int(self.run(self._get_queue().count("incomplete")))
 
-    def close(self) -> None:
+    async def disconnect(self) -> None:
         if self._queue is not None:
-            self._run(self._queue.disconnect())
+            await self._queue.disconnect()
             self._queue = None
-        self._loop.close()
 
     # -- worker process ------------------------------------------------------------------
 
