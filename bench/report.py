@@ -341,8 +341,9 @@ def _bars(ax: Any, labels: list[str], medians: list[float], rows: list[Any]) -> 
     ax.barh(positions, medians, xerr=[low, high], color="#4c72b0", capsize=3)
     ax.set_yticks(list(positions), labels)
     ax.invert_yaxis()
-    for y, value in zip(positions, medians, strict=True):
-        ax.text(value, y, f" {value:,.0f}", va="center", fontsize=8)
+    for y, value, above in zip(positions, medians, high, strict=True):
+        ax.text(value + above, y, f"  {value:,.0f}", va="center", fontsize=8)
+    ax.set_xlim(0, max(m + h for m, h in zip(medians, high, strict=True)) * 1.18)
 
 
 def _grid(ax: Any, drain: list[dict[str, Any]]) -> None:
@@ -363,7 +364,13 @@ def _grid(ax: Any, drain: list[dict[str, Any]]) -> None:
             label=system,
             color=color,
         )
-    ax.set_xticks(range(len(layouts)), [f"{p}p b{b}" for p, b in layouts], fontsize=8)
+    ax.set_xticks(
+        range(len(layouts)),
+        [f"{p}p b{b}" for p, b in layouts],
+        fontsize=8,
+        rotation=30,
+        ha="right",
+    )
     ax.set_title("chronoq and the bare SQL loop, by processes and batch")
     ax.set_ylabel("jobs/s")
     ax.legend()
@@ -383,7 +390,13 @@ def _latency(
         values = [max(r[key]["median"], 0.01) if r else 0 for r in rows]
         ax.bar([p + offset for p in positions], values, 0.4, label=key[:3], color=color)
     ax.set_yscale("log")
-    ax.set_xticks(list(positions), [systems[n]["title"] for n in names], fontsize=8)
+    ax.set_xticks(
+        list(positions),
+        [systems[n]["title"] for n in names],
+        fontsize=8,
+        rotation=20,
+        ha="right",
+    )
     ax.set_ylabel("milliseconds (log)")
     ax.set_title(label)
     ax.legend()
