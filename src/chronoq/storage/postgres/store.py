@@ -147,13 +147,9 @@ class PostgresStore:
     def job_insert_stream(
         self, count: int, params: Iterable[JobInsertParams]
     ) -> list[JobInsertResult]:
+        if count < COPY_THRESHOLD:
+            return self.job_insert_many(list(params))
         with self._conn() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-            if count < COPY_THRESHOLD:
-                return (
-                    _insert_bulk(cur, list(params))
-                    if count > 1
-                    else [_insert_one(cur, job) for job in params]
-                )
             ids, db_now = _reserve_ids(cur, count)
             written = _copy_rows(cur, ids, db_now, params)
             if written != count:

@@ -140,10 +140,10 @@ class SqliteStore:
     def job_insert_stream(
         self, count: int, params: Iterable[JobInsertParams]
     ) -> list[JobInsertResult]:
+        if count < BULK_THRESHOLD:
+            return self.job_insert_many(list(params))
         with self._write() as db:
             now = now_micros()
-            if count < BULK_THRESHOLD:
-                return [_insert_one(db, job, now) for job in params]
             first = int(db.execute(Q["job_next_id"]).fetchone()[0])
             rows = (
                 _insert_args(job, now) | {"id": first + i}
