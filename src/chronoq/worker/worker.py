@@ -159,11 +159,13 @@ class Worker:
         self._running = 0
         # Claimed ahead, waiting for a slot (leased and heartbeated like running jobs).
         self._buffer: collections.deque[_Running] = collections.deque()
+        # Moving averages that decide whether to claim ahead (see _free_slots).
         self._handler_seconds = _Average()
+        self._claim_seconds = _Average()
+        # Consecutive claims that left a due row behind (see _pause_until_due).
         self._missed_due = 0
         # The claim loop is waiting for a slot: a handler returning should wake it.
         self._waiting_for_slot = False
-        self._claim_seconds = _Average()
         self._stop_requested = False
         self._runtime: _Runtime | None = None
         self._helper_failure: BaseException | None = None
