@@ -93,9 +93,9 @@ class Settings:
         }
         return cls(**(values | overrides))
 
-    def target(self, pg_dsn: str | None = None) -> Target:
+    def target(self) -> Target:
         return Target(
-            pg_dsn=pg_dsn or with_database(self.admin_dsn, BENCH_DB),
+            pg_dsn=with_database(self.admin_dsn, BENCH_DB),
             redis_url=self.redis_url,
             sqlite_path=str(self.work_dir / "bench.db"),
         )
