@@ -3,7 +3,8 @@
 ```
 ChronoqError                      base of every error chronoq raises on purpose
 ├── ConfigError                   a setting is missing, malformed or out of range
-│   └── InvalidDSN                a DSN chronoq cannot use (its password is never echoed)
+│   ├── InvalidDSN                a DSN chronoq cannot use (its password is never echoed)
+│   └── InvalidSchedule           a bad cron expression, interval, time zone or misfire setting
 ├── StoreError                    the store failed to do what was asked
 │   ├── StoreUnavailable          the database cannot be reached
 │   ├── SchemaMissing             the tables are not there: run `chronoq migrate`
@@ -16,6 +17,7 @@ ChronoqError                      base of every error chronoq raises on purpose
 │   └── PayloadTooLarge           the encoded payload is over the configured limit
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
 ├── JobNotFound                   no job with that id
+├── ScheduleNotFound              no schedule with that name
 └── JobLost                       the worker no longer owns the job (its lease token is stale)
 ```
 
@@ -39,6 +41,10 @@ class ConfigError(ChronoqError):
 
 class InvalidDSN(ConfigError):
     """The DSN is not one chronoq can use."""
+
+
+class InvalidSchedule(ConfigError):
+    """The schedule cannot be used: a bad cron expression, interval, time zone or misfire setting."""  # noqa: E501 - the docstring is the default message, kept on one line
 
 
 class StoreError(ChronoqError):
@@ -87,6 +93,10 @@ class InvalidDuration(ChronoqError):
 
 class JobNotFound(ChronoqError):
     """No job has that id."""
+
+
+class ScheduleNotFound(ChronoqError):
+    """No schedule has that name."""
 
 
 class JobLost(ChronoqError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -16,13 +16,14 @@ class JobStatus(enum.StrEnum):
     DONE = "done"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    SKIPPED = "skipped"  # picked up later than its misfire grace, with the policy "skip"
 
     @property
     def is_final(self) -> bool:
         return self in _FINAL
 
 
-_FINAL = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED})
+_FINAL = frozenset({JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.SKIPPED})
 
 
 class Outcome(enum.StrEnum):
@@ -56,6 +57,12 @@ class Job:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    misfire: str = "run_late"  # "run_late" or "skip" (see chronoq.core.misfire)
+    misfire_grace: float | None = None  # seconds; how late "skip" still runs the job
+    rate_key: str | None = None
+    schedule: str | None = None  # the schedule that fired the job, if any
+    tick: datetime | None = None  # the tick it stands for
+    ticks: int = 1  # ticks it stands for: more than 1 when missed ticks were coalesced
 
     @property
     def out_of_attempts(self) -> bool:
@@ -83,6 +90,12 @@ class Job:
             "created_at": _iso(self.created_at),
             "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at),
+            "misfire": self.misfire,
+            "misfire_grace": self.misfire_grace,
+            "rate_key": self.rate_key,
+            "schedule": self.schedule,
+            "tick": _iso(self.tick),
+            "ticks": self.ticks,
         }
 
 
@@ -112,6 +125,12 @@ class Wakeup:
         if not moments:
             return None
         return max(0.0, (min(moments) - self.db_now).total_seconds())
+
+    def sooner(self, moment: datetime | None) -> Wakeup:
+        """This wake-up, or an earlier one at `moment` (a rate limit's next token, say)."""
+        if moment is None or (self.next_run_at is not None and self.next_run_at <= moment):
+            return self
+        return replace(self, next_run_at=moment)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,15 +42,15 @@ def check_name(kind: str, value: object) -> str:
     return value
 
 
-def check_key(key: object) -> str | None:
+def check_key(key: object, field: str = "key") -> str | None:
     if key is None:
         return None
     if not isinstance(key, str) or not key:
-        raise ConfigError(f"key must be a non-empty string, got {key!r}")
+        raise ConfigError(f"{field} must be a non-empty string, got {key!r}")
     if len(key) > MAX_KEY_LENGTH:
-        raise ConfigError(f"key is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
+        raise ConfigError(f"{field} is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
     if "\x00" in key:
-        raise ConfigError("key contains a NUL character")
+        raise ConfigError(f"{field} contains a NUL character")
     return key
 
 

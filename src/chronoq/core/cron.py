@@ -1,0 +1,364 @@
+"""Cadences of recurring schedules: when a cron expression or an interval ticks.
+
+A cadence is parsed once from text (`parse_cadence`) and answers questions about instants: the
+first tick strictly after a moment, the ticks in a half-open span ``(after, until]`` (the first
+or the most recent ones), and how many there are. Every input must be an aware datetime; every
+tick comes back in UTC, since UTC is how ticks are stored and compared.
+
+Two kinds of text are understood:
+
+- **cron**: what cronsim accepts (five fields, or six with seconds first; names such as ``MON``
+  and ``JAN``; ``L``, ``LW`` and ``#``), plus the macros ``@hourly``, ``@daily``, ``@midnight``,
+  ``@weekly``, ``@monthly``, ``@yearly`` and ``@annually``, which are stored as their five-field
+  forms. The expression is read on the wall clock of the schedule's IANA time zone.
+- **interval**: ``every <duration>`` such as ``every 30s`` or ``every 1h30m``, at least one second.
+  Interval ticks sit at the Unix epoch plus whole multiples of the interval, in UTC: every process
+  computes the same ticks without sharing state, and DST never changes their spacing. The zone of
+  an interval only matters for display (`preview`).
+
+Daylight saving time, for cron (cronsim's rules, which follow Debian cron; the tests pin them):
+
+- A five-field expression whose minute and hour fields both start with something other than
+  ``*`` (``30 2 * * *``, ``0,30 1 * * *``, ``0 9-17 * * *``) is matched on wall-clock readings.
+  A reading that occurs twice when the clocks go back fires once, at its first occurrence (the
+  earlier UTC instant). A reading skipped when the clocks go forward fires once, at the first
+  instant after the change (02:30 on the spring-forward day in New York fires at 03:00 EDT).
+- Any other expression (``0 * * * *``, ``*/15 1 * * *``, six-field expressions) advances by
+  elapsed time: ``0 * * * *`` stays one hour apart in UTC through both changes, and
+  ``*/30 1 * * *`` fires four times in a repeated 01:00 hour and not at all in a skipped one.
+- Known cronsim quirk: where the clocks move by half an hour (Australia/Lord_Howe), elapsed-time
+  expressions can miss a tick next to the change, depending on where the search starts: from
+  2026-04-04T14:30Z, ``0 */2 * * *`` skips 02:00 local (15:30Z) and goes on to 04:00 (17:30Z).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import zoneinfo
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from itertools import islice, takewhile
+from typing import Protocol
+
+from cronsim import CronSim, CronSimError
+
+from chronoq.core.durations import parse_duration
+from chronoq.core.validate import check_aware
+from chronoq.errors import InvalidDuration, InvalidSchedule
+
+MIN_INTERVAL = timedelta(seconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_FIRST_WINDOW = timedelta(hours=1)
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_EVERY = re.compile(r"every(?:\s+(?P<duration>.*))?", re.IGNORECASE | re.DOTALL)
+_INTERVAL_FORMS = "write it like every 30s, every 5m or every 1h30m"
+_UNITS_US = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000))
+
+
+class Cadence(Protocol):
+    """When a schedule ticks. Instants in, UTC instants out; spans are ``(after, until]``."""
+
+    @property
+    def expression(self) -> str:
+        """The normalised text: parsing it again in the same zone gives an equal cadence."""
+        ...
+
+    @property
+    def zone(self) -> str:
+        """The IANA time zone the expression is read in ("UTC" by default)."""
+        ...
+
+    def next_after(self, moment: datetime) -> datetime:
+        """The first tick strictly after `moment`."""
+        ...
+
+    def ticks_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        """The first `limit` ticks t with after < t <= until, ascending."""
+        ...
+
+    def latest(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        """The `limit` most recent ticks t with after < t <= until, ascending."""
+        ...
+
+    def count_between(self, after: datetime, until: datetime, cap: int) -> int:
+        """How many ticks t have after < t <= until, counting no further than `cap`."""
+        ...
+
+
+def parse_cadence(expression: str, zone: str = "UTC") -> Cadence:
+    """Read a cron expression, a cron macro or ``every <duration>``, in the IANA `zone`."""
+    if not isinstance(expression, str):
+        raise InvalidSchedule(f"schedule expression must be text, got {expression!r}")
+    if not expression.strip():
+        raise InvalidSchedule(
+            f"schedule expression is empty ({expression!r}): give a cron expression such as "
+            "'0 3 * * *' or an interval such as 'every 5m'"
+        )
+    if _EVERY.fullmatch(expression.strip()):
+        return IntervalCadence(_parse_interval(expression), zone)
+    return CronCadence(expression, zone)
+
+
+@dataclass(frozen=True, slots=True)
+class CronCadence:
+    """A cron expression read on the wall clock of `zone` (see the module docstring for DST)."""
+
+    expression: str
+    zone: str = "UTC"
+    _tz: tzinfo = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Frozen: normalise and validate through object.__setattr__, so a CronCadence built
+        # directly is as safe as one from parse_cadence.
+        object.__setattr__(self, "expression", _normalise_cron(self.expression))
+        object.__setattr__(self, "_tz", zone_info(self.zone))
+
+    def next_after(self, moment: datetime) -> datetime:
+        for tick in self._forward(check_aware("moment", moment)):
+            return tick
+        raise InvalidSchedule(
+            f"cron expression {self.expression!r} has no tick within 50 years after "
+            f"{moment.isoformat()} (nor before the year 10000)"
+        )
+
+    def ticks_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        _check_count("limit", limit)
+        return list(islice(self._within(after, until), limit))
+
+    def latest(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        # Not cronsim's reverse mode: it loops forever in some zones whose clocks change off the
+        # hour (Pacific/Chatham, "0 */2 * * *" back from 06:00 on 2026-04-05), and disagrees
+        # with the forward mode around Lord Howe's half-hour change. Searching forward over
+        # windows reaching back 1h, 4h, 16h... agrees with ticks_between by construction.
+        end = _span(after, until)
+        _check_count("limit", limit)
+        start = after.astimezone(UTC)
+        window = _FIRST_WINDOW
+        while limit:
+            lower = _window_start(start, end, window)
+            recent = deque(self._within(lower, end), maxlen=limit)
+            if len(recent) == limit or lower == start:
+                return list(recent)
+            window *= 4
+        return []
+
+    def count_between(self, after: datetime, until: datetime, cap: int) -> int:
+        _check_count("cap", cap)
+        return sum(1 for _ in islice(self._within(after, until), cap))
+
+    def _within(self, after: datetime, until: datetime) -> Iterator[datetime]:
+        """Ticks in (after, until], ascending, found one at a time."""
+        end = _span(after, until)
+        return takewhile(lambda tick: tick <= end, self._forward(after))
+
+    def _forward(self, after: datetime) -> Iterator[datetime]:
+        """Ticks strictly after `after`, ascending, for as long as cronsim finds any."""
+        return _within_datetime_range(self._forward_unbounded(after))
+
+    def _forward_unbounded(self, after: datetime) -> Iterator[datetime]:
+        floor = after.astimezone(UTC)
+        # A wall-clock expression started on the second reading of a repeated hour is matched
+        # from the first reading, so cronsim can yield ticks at or before `after`: drop them.
+        for local in CronSim(self.expression, after.astimezone(self._tz)):
+            tick = local.astimezone(UTC)
+            if tick > floor:
+                floor = tick
+                yield tick
+
+
+def _within_datetime_range(ticks: Iterator[datetime]) -> Iterator[datetime]:
+    """`ticks`, ending quietly where datetime's range (years 1 to 9999, local or UTC) ends."""
+    try:
+        yield from ticks
+    except OverflowError:
+        return
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalCadence:
+    """Ticks every `period`, at the Unix epoch plus whole multiples of it (UTC, DST-proof)."""
+
+    period: timedelta
+    zone: str = "UTC"
+    expression: str = field(init=False)
+    _period_us: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.period, timedelta) or self.period < MIN_INTERVAL:
+            raise InvalidSchedule(f"invalid interval {self.period!r}: it must be at least 1s")
+        zone_info(self.zone)
+        period_us = self.period // _MICROSECOND
+        object.__setattr__(self, "_period_us", period_us)
+        object.__setattr__(self, "expression", f"every {_format_period(period_us)}")
+
+    def next_after(self, moment: datetime) -> datetime:
+        return self._tick(self._index_at(check_aware("moment", moment)) + 1)
+
+    def ticks_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        first, last = self._indices(after, until)
+        _check_count("limit", limit)
+        return [self._tick(k) for k in range(first, min(last, first + limit - 1) + 1)]
+
+    def latest(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        first, last = self._indices(after, until)
+        _check_count("limit", limit)
+        return [self._tick(k) for k in range(max(first, last - limit + 1), last + 1)]
+
+    def count_between(self, after: datetime, until: datetime, cap: int) -> int:
+        first, last = self._indices(after, until)
+        _check_count("cap", cap)
+        return min(max(0, last - first + 1), cap)
+
+    def _indices(self, after: datetime, until: datetime) -> tuple[int, int]:
+        """Indices k of the first and last tick in (after, until]; first > last when none."""
+        _span(after, until)
+        return self._index_at(after) + 1, self._index_at(until)
+
+    def _index_at(self, moment: datetime) -> int:
+        """The index of the last tick at or before `moment` (integer microseconds: no drift)."""
+        return ((moment - _EPOCH) // _MICROSECOND) // self._period_us
+
+    def _tick(self, index: int) -> datetime:
+        return _EPOCH + timedelta(microseconds=index * self._period_us)
+
+
+def preview(cadence: Cadence, start: datetime, count: int) -> list[datetime]:
+    """The next `count` ticks after `start`, on the schedule's wall clock, for display."""
+    _check_count("count", count)
+    zone = zone_info(cadence.zone)
+    ticks: list[datetime] = []
+    moment = check_aware("start", start)
+    for _ in range(count):
+        moment = cadence.next_after(moment)
+        ticks.append(moment.astimezone(zone))
+    return ticks
+
+
+def jitter_offset(schedule_name: str, tick: datetime, window: timedelta) -> timedelta:
+    """A pseudo-random offset in [0, window) that every scheduler process computes alike.
+
+    It is drawn from a hash of the schedule name and the tick's UTC instant, so no coordination
+    is needed, and it differs from tick to tick so one schedule does not always run late.
+    """
+    utc_tick = check_aware("tick", tick).astimezone(UTC)
+    if window < timedelta(0):
+        seconds = f"{window.total_seconds():.6f}".rstrip("0").rstrip(".")
+        raise InvalidSchedule(f"jitter window must not be negative, got {seconds}s")
+    window_us = window // _MICROSECOND
+    if window_us == 0:
+        return timedelta(0)
+    seed = f"{schedule_name}\x00{utc_tick.isoformat()}".encode()
+    draw = int.from_bytes(hashlib.blake2b(seed, digest_size=8).digest(), "big")
+    return timedelta(microseconds=draw % window_us)
+
+
+def zone_info(name: str) -> tzinfo:
+    """The time zone named `name` (an IANA key such as "Europe/Paris", or "UTC")."""
+    if name == "UTC":
+        # The stdlib UTC is what cronsim recognises as "no DST handling needed".
+        return UTC
+    if name == "localtime":
+        # Present on many hosts, but it is whatever zone the host is set to: two schedulers
+        # on different hosts would disagree about the same schedule.
+        raise InvalidSchedule(
+            "time zone 'localtime' depends on the host: name an IANA zone such as 'Europe/Paris'"
+        )
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError, TypeError):
+        # ValueError: not a relative key ("", "../x"); OSError: a folder such as "America".
+        raise InvalidSchedule(f"unknown time zone {name!r}{_zone_hint(name)}") from None
+
+
+def _zone_hint(name: object) -> str:
+    if not isinstance(name, str):
+        return ""
+    known = zoneinfo.available_timezones()
+    by_case = {key.lower(): key for key in known}
+    match = by_case.get(name.strip().lower()) or next(
+        iter(difflib.get_close_matches(name, known, n=1)), None
+    )
+    return f": did you mean {match!r}?" if match else ""
+
+
+def _normalise_cron(expression: str) -> str:
+    fields = " ".join(expression.split())
+    if fields.startswith("@"):
+        if fields.lower() not in _MACROS:
+            raise InvalidSchedule(
+                f"invalid cron expression {expression!r}: known macros are {', '.join(_MACROS)}"
+            )
+        fields = _MACROS[fields.lower()]
+    try:
+        CronSim(fields, _EPOCH)
+    except CronSimError as exc:
+        raise InvalidSchedule(f"invalid cron expression {expression!r}: {exc}") from None
+    return fields
+
+
+def _parse_interval(expression: str) -> timedelta:
+    match = _EVERY.fullmatch(expression.strip())
+    text = "".join((match["duration"] or "").split()) if match else ""
+    if not text:
+        raise InvalidSchedule(f"invalid interval {expression!r}: {_INTERVAL_FORMS}")
+    if text.startswith("-"):
+        raise InvalidSchedule(f"invalid interval {expression!r}: it must be positive")
+    try:
+        period = parse_duration(text)
+    except InvalidDuration as exc:
+        reason = str(exc).partition(": ")[2]
+        # The generic hint lists 250ms, which an interval refuses: give the interval forms.
+        hint = _INTERVAL_FORMS if reason.startswith("use forms like") else reason
+        raise InvalidSchedule(f"invalid interval {expression!r}: {hint}") from None
+    if period <= timedelta(0):
+        raise InvalidSchedule(f"invalid interval {expression!r}: it must be positive")
+    if period < MIN_INTERVAL:
+        raise InvalidSchedule(f"invalid interval {expression!r}: it must be at least 1s")
+    return period
+
+
+def _format_period(period_us: int) -> str:
+    """Compact text that parse_duration reads back exactly: 1d2h3m4.5s."""
+    parts: list[str] = []
+    rest = period_us
+    for unit, size in _UNITS_US:
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    if rest:
+        seconds, fraction = divmod(rest, 1_000_000)
+        decimals = f".{fraction:06d}".rstrip("0") if fraction else ""
+        parts.append(f"{seconds}{decimals}s")
+    return "".join(parts)
+
+
+def _window_start(start: datetime, end: datetime, window: timedelta) -> datetime:
+    """The later of `start` and `end - window` (`start` where the subtraction leaves datetime's
+    range)."""
+    try:
+        return max(start, end - window)
+    except OverflowError:
+        return start
+
+
+def _span(after: datetime, until: datetime) -> datetime:
+    check_aware("after", after)
+    return check_aware("until", until).astimezone(UTC)
+
+
+def _check_count(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
