@@ -63,7 +63,10 @@ def pg_database() -> Iterator[str]:
 def pg_dsn(pg_database: str) -> str:
     """The test run's database, emptied before each test."""
     with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("TRUNCATE chronoq_jobs RESTART IDENTITY")
+        conn.execute(
+            "TRUNCATE chronoq_jobs, chronoq_schedules, chronoq_queues, chronoq_key_limits,"
+            " chronoq_key_buckets, chronoq_leaders RESTART IDENTITY"
+        )
     return pg_database
 
 

@@ -11,6 +11,7 @@ from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
     JobListParams,
+    JobPruneParams,
     JobRescueParams,
 )
 
@@ -265,3 +266,30 @@ def test_stats_count_jobs_per_queue_and_status(store: Store) -> None:
         Stat("b", JobStatus.PENDING, 2),
         Stat("c", JobStatus.DEAD, 1),
     }
+
+
+def test_prune_deletes_old_finished_jobs_and_keeps_dead_and_live_ones(store: Store) -> None:
+    [done_id] = insert(store, params("done"))
+    assert finish(store, claim_one(store, queues=["done"]), Outcome.DONE)
+    [cancelled_id] = insert(store, params("cancel"))
+    store.job_cancel(cancelled_id)
+    late = params(
+        "skip", run_at=datetime(2020, 1, 1, tzinfo=UTC), misfire="skip", misfire_grace=1.0
+    )
+    [skipped_id] = insert(store, late)
+    assert claim(store, queues=["skip"]) == []
+    dead = make_dead(store, params("dead"))
+    [pending_id] = insert(store, params("live"))
+    assert store.job_prune(JobPruneParams(older_than=timedelta(days=1))) == 0
+    assert store.job_prune(JobPruneParams(older_than=timedelta(0))) == 3
+    assert [store.job_get(i) for i in (done_id, cancelled_id, skipped_id)] == [None] * 3
+    assert get(store, dead.id).status is JobStatus.DEAD
+    assert get(store, pending_id).status is JobStatus.PENDING
+
+
+def test_prune_goes_in_batches(store: Store) -> None:
+    ids = insert(store, *[params() for _ in range(5)])
+    for job_id in ids:
+        store.job_cancel(job_id)
+    assert store.job_prune(JobPruneParams(older_than=timedelta(0), limit=2)) == 2
+    assert store.job_prune(JobPruneParams(older_than=timedelta(0), limit=10)) == 3

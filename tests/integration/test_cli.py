@@ -43,6 +43,12 @@ JOB_KEYS = {
     "created_at",
     "started_at",
     "finished_at",
+    "misfire",
+    "misfire_grace",
+    "rate_key",
+    "schedule",
+    "tick",
+    "ticks",
 }
 
 # -- migrate ----------------------------------------------------------------------------------
@@ -58,7 +64,9 @@ def test_migrate_is_idempotent(url: str) -> None:
 
 def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'new.db'}"
-    assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": ["0001_jobs"]}
+    assert run_cli("migrate", "--dsn", dsn, "--json").json() == {
+        "applied": ["0001_jobs", "0002_time"]
+    }
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
 
 
@@ -96,6 +104,7 @@ def test_enqueue_list_show_cancel_and_stats(url: str) -> None:
         "done": 0,
         "dead": 0,
         "cancelled": 1,
+        "skipped": 0,
         "total": 1,
     }
     assert stats["totals"]["total"] == 2

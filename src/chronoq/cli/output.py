@@ -26,6 +26,7 @@ STATUS_STYLES = {
     JobStatus.DONE: "green",
     JobStatus.DEAD: "red",
     JobStatus.CANCELLED: "magenta",
+    JobStatus.SKIPPED: "bright_black",
 }
 
 

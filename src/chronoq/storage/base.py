@@ -11,12 +11,14 @@ database clock. `now` fields exist so tests can pin that clock; leave them `None
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from chronoq.core.jobs import Claim, Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
+from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.schedules import Schedule
 
 
 # JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the
@@ -35,6 +37,12 @@ class JobInsertParams:
     max_attempts: int | None = None
     lease_seconds: float = 60.0
     key: str | None = None
+    misfire: str = "run_late"
+    misfire_grace: float | None = None
+    rate_key: str | None = None
+    schedule: str | None = None
+    tick: datetime | None = None
+    ticks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,117 @@ class DeadPurgeParams:
     queue: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobPruneParams:
+    """Delete finished jobs (done, cancelled, skipped) that finished `older_than` ago; dead
+    jobs are kept for inspection (`chronoq dead purge` removes them)."""
+
+    older_than: timedelta
+    limit: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's stored settings; a queue never configured is unpaused and unlimited."""
+
+    name: str
+    paused: bool = False
+    rate: float | None = None
+    burst: float | None = None
+    concurrency: int | None = None
+    key_limits: tuple[KeyLimit, ...] = ()
+
+    @property
+    def limited(self) -> bool:
+        return self.rate is not None or self.concurrency is not None or bool(self.key_limits)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimitParams:
+    """Set a queue's rate (jobs/s, with its bucket size) and concurrency; None removes each."""
+
+    name: str
+    rate: float | None = None
+    burst: float | None = None
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleUpsertParams:
+    """A schedule's definition. An existing schedule keeps its cursor, counters and pause."""
+
+    name: str
+    cadence: str
+    zone: str
+    task: str
+    payload_json: str
+    queue: str
+    priority: int
+    misfire: str
+    misfire_grace: float
+    catch_up: int | None
+    jitter: float
+    origin: str = "cli"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDue:
+    """Schedules with ticks to handle now, and when the next one falls due otherwise."""
+
+    names: list[str]
+    next_tick: datetime | None
+    db_now: datetime
+
+
+@dataclass(slots=True)
+class ScheduleAdvance:
+    """What one pass over a schedule decided: the tick jobs to insert (each with `schedule` and
+    `tick` set, so a tick already fired is not inserted again), the new cursor and next tick,
+    and the counters to add."""
+
+    jobs: list[JobInsertParams] = field(default_factory=list)
+    cursor: datetime | None = None
+    next_tick: datetime | None = None
+    late: int = 0
+    skipped: int = 0
+    coalesced: int = 0
+    lateness_total: float = 0.0
+    lateness_max: float = 0.0
+    inserted: int = 0  # filled in by the store: tick jobs actually inserted
+
+
+ScheduleDecision = Callable[[Schedule, datetime], ScheduleAdvance | None]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderTerm:
+    """Who holds a duty: `term` grows by one at every change of holder."""
+
+    duty: str
+    holder: str
+    term: int
+    elected_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+
+
+class LeaderElector(Protocol):
+    """Elects one holder of a duty among any number of candidates.
+
+    `attempt()` is called again and again by every candidate: it takes the duty when nobody
+    holds it, renews it for its holder, and returns the term held, or None when another holds
+    it or the store cannot confirm ours (step down at once: the leader must be sure).
+    """
+
+    holder: str
+
+    def attempt(self) -> LeaderTerm | None: ...
+
+    def resign(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ChangeListener(Protocol):
     """Wakes a worker when jobs may have become claimable."""
 
@@ -188,6 +307,57 @@ class JobStore(Protocol):
     def dead_purge(self, params: DeadPurgeParams) -> int: ...
 
     def stats(self) -> list[Stat]: ...
+
+    def job_prune(self, params: JobPruneParams) -> int:
+        """Delete up to `limit` old finished jobs, and key buckets that have refilled."""
+        ...
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def queue_list(self) -> list[QueueSettings]: ...
+
+    def queue_get(self, name: str) -> QueueSettings: ...
+
+    def queue_pause(self, name: str, paused: bool) -> QueueSettings: ...
+
+    def queue_limit(self, params: QueueLimitParams) -> QueueSettings: ...
+
+    def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings: ...
+
+    def key_limit_remove(self, queue: str, pattern: str) -> bool: ...
+
+    # -- schedules ------------------------------------------------------------------------
+
+    def schedule_upsert(self, params: ScheduleUpsertParams) -> bool:
+        """Create or update a schedule; True when it was created."""
+        ...
+
+    def schedule_get(self, name: str) -> Schedule | None: ...
+
+    def schedule_list(self) -> list[Schedule]: ...
+
+    def schedule_pause(self, name: str, paused: bool) -> Schedule | None:
+        """Pause: its tick jobs not yet due are cancelled. Resume: the cursor moves to now,
+        so ticks that fell in the pause are not treated as missed."""
+        ...
+
+    def schedule_remove(self, name: str) -> bool:
+        """Delete the schedule and cancel its pending tick jobs."""
+        ...
+
+    def schedule_due(self, lookahead: timedelta) -> ScheduleDue: ...
+
+    def schedule_advance(self, name: str, decide: ScheduleDecision) -> ScheduleAdvance | None:
+        """Lock the schedule, let `decide` plan the pass on the database clock, then insert its
+        jobs and store its cursor and counters, all in one transaction. None: the schedule is
+        gone or paused, or `decide` had nothing to do."""
+        ...
+
+    # -- leadership -----------------------------------------------------------------------
+
+    def leader_elector(self, duty: str, holder: str, ttl: float) -> LeaderElector: ...
+
+    def leader_get(self, duty: str) -> LeaderTerm | None: ...
 
     def open_listener(self) -> ChangeListener: ...
 

@@ -8,6 +8,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat
+from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.schedules import Schedule
+from chronoq.storage.base import (
+    JobInsertParams,
+    LeaderTerm,
+    QueueSettings,
+    ScheduleAdvance,
+    ScheduleUpsertParams,
+)
 
 
 def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
@@ -32,11 +41,21 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
         created_at=convert(row["created_at"]),
         started_at=convert(row["started_at"]),
         finished_at=convert(row["finished_at"]),
+        misfire=row["misfire"],
+        misfire_grace=_optional_float(row["misfire_grace"]),
+        rate_key=row["rate_key"],
+        schedule=row["schedule"],
+        tick=convert(row["tick"]),
+        ticks=int(row["ticks"]),
     )
 
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _identity(value: Any) -> Any:
@@ -90,3 +109,114 @@ def rescue_result(rows: Iterable[Mapping[str, Any]]) -> RescueResult:
 
 def stats_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Stat]:
     return [Stat(row["queue"], JobStatus(row["status"]), int(row["count"])) for row in rows]
+
+
+def queue_settings(row: Mapping[str, Any]) -> QueueSettings:
+    limits = _json_value(row["key_limits"])
+    return QueueSettings(
+        name=row["name"],
+        paused=bool(row["paused"]),
+        rate=_optional_float(row["rate"]),
+        burst=_optional_float(row["burst"]),
+        concurrency=_optional_int(row["concurrency"]),
+        key_limits=tuple(
+            KeyLimit(limit["pattern"], float(limit["rate"]), float(limit["burst"]))
+            for limit in limits
+        ),
+    )
+
+
+def schedule_from_row(row: Mapping[str, Any], to_time: Any = None) -> Schedule:
+    convert = to_time or _identity
+    return Schedule(
+        name=row["name"],
+        cadence=row["cadence"],
+        zone=row["zone"],
+        task=row["task"],
+        payload=_json_value(row["payload"]),
+        queue=row["queue"],
+        priority=int(row["priority"]),
+        misfire=row["misfire"],
+        misfire_grace=float(row["misfire_grace"]),
+        catch_up=_optional_int(row["catch_up"]),
+        jitter=float(row["jitter"]),
+        paused=bool(row["paused"]),
+        origin=row["origin"],
+        tick_cursor=convert(row["tick_cursor"]),
+        next_tick=convert(row["next_tick"]),
+        fired=int(row["fired"]),
+        late=int(row["late"]),
+        skipped=int(row["skipped"]),
+        coalesced=int(row["coalesced"]),
+        lateness_total=float(row["lateness_total"]),
+        lateness_max=float(row["lateness_max"]),
+        last_fired=convert(row["last_fired"]),
+        created_at=convert(row["created_at"]),
+        updated_at=convert(row["updated_at"]),
+    )
+
+
+def schedule_args(params: ScheduleUpsertParams) -> dict[str, Any]:
+    return {
+        "name": params.name,
+        "cadence": params.cadence,
+        "zone": params.zone,
+        "task": params.task,
+        "payload": params.payload_json,
+        "queue": params.queue,
+        "priority": params.priority,
+        "misfire": params.misfire,
+        "misfire_grace": float(params.misfire_grace),
+        "catch_up": params.catch_up,
+        "jitter": float(params.jitter),
+        "origin": params.origin,
+    }
+
+
+def tick_args(job: JobInsertParams, from_time: Any = None) -> dict[str, Any]:
+    """A schedule's tick job as the `job_insert_tick` statement takes it."""
+    convert = from_time or _identity
+    assert job.run_at is not None
+    assert job.tick is not None
+    return {
+        "queue": job.queue,
+        "task": job.task,
+        "payload": job.payload_json,
+        "priority": job.priority,
+        "run_at": convert(job.run_at),
+        "max_attempts": job.max_attempts,
+        "lease_seconds": float(job.lease_seconds),
+        "misfire": job.misfire,
+        "misfire_grace": job.misfire_grace,
+        "schedule": job.schedule,
+        "tick": convert(job.tick),
+        "ticks": job.ticks,
+    }
+
+
+def record_args(name: str, advance: ScheduleAdvance, from_time: Any = None) -> dict[str, Any]:
+    convert = from_time or _identity
+    assert advance.cursor is not None
+    return {
+        "name": name,
+        "cursor": convert(advance.cursor),
+        "next_tick": convert(advance.next_tick) if advance.next_tick is not None else None,
+        "fired": advance.inserted,
+        "late": advance.late,
+        "skipped": advance.skipped,
+        "coalesced": advance.coalesced,
+        "lateness_total": advance.lateness_total,
+        "lateness_max": advance.lateness_max,
+    }
+
+
+def leader_term(row: Mapping[str, Any], to_time: Any = None) -> LeaderTerm:
+    convert = to_time or _identity
+    return LeaderTerm(
+        duty=row["duty"],
+        holder=row["holder"],
+        term=int(row["term"]),
+        elected_at=convert(row["elected_at"]),
+        renewed_at=convert(row["renewed_at"]),
+        expires_at=convert(row["expires_at"]),
+    )

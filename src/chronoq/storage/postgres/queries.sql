@@ -29,11 +29,13 @@ SELECT to_regclass('chronoq_jobs') IS NOT NULL AS present
 SELECT clock_timestamp() AS now
 
 -- name: job_insert
-INSERT INTO chronoq_jobs (queue, task, payload, priority, run_at, max_attempts, lease_seconds, key)
+INSERT INTO chronoq_jobs (
+    queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
+    misfire_grace, rate_key)
 VALUES (
     %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s,
     coalesce(%(run_at)s, clock_timestamp() + %(delay)s * interval '1 second'),
-    %(max_attempts)s, %(lease_seconds)s, %(key)s
+    %(max_attempts)s, %(lease_seconds)s, %(key)s, %(misfire)s, %(misfire_grace)s, %(rate_key)s
 )
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
@@ -53,19 +55,36 @@ SELECT (SELECT array_agg(reserved.id ORDER BY reserved.id)
        clock_timestamp() AS now
 
 -- name: job_insert_many
-INSERT INTO chronoq_jobs
-    (id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, key)
+INSERT INTO chronoq_jobs (
+    id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
+    misfire_grace, rate_key)
 SELECT * FROM unnest(
     %(ids)s::bigint[], %(queues)s::text[], %(tasks)s::text[], %(payloads)s::jsonb[],
     %(priorities)s::integer[], %(run_ats)s::timestamptz[], %(max_attempts)s::integer[],
-    %(lease_seconds)s::float8[], %(keys)s::text[]
+    %(lease_seconds)s::float8[], %(keys)s::text[], %(misfires)s::text[],
+    %(misfire_graces)s::float8[], %(rate_keys)s::text[]
 )
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
 
 -- name: job_copy_many
-COPY chronoq_jobs (id, queue, task, payload, priority, run_at, max_attempts, lease_seconds)
+COPY chronoq_jobs (
+    id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire,
+    misfire_grace, rate_key)
 FROM STDIN
+
+-- name: job_insert_tick
+-- A schedule's tick: the unique (schedule, tick) index makes a second insert of the same tick,
+-- by this scheduler or by another in a split brain, a no-op.
+INSERT INTO chronoq_jobs (
+    queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire, misfire_grace,
+    schedule, tick, ticks)
+VALUES (
+    %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, %(run_at)s, %(max_attempts)s,
+    %(lease_seconds)s, %(misfire)s, %(misfire_grace)s, %(schedule)s, %(tick)s, %(ticks)s
+)
+ON CONFLICT (schedule, tick) WHERE schedule IS NOT NULL DO NOTHING
+RETURNING id
 
 -- name: job_live_ids_by_key
 SELECT key, id FROM chronoq_jobs
@@ -86,14 +105,26 @@ WHERE key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
+-- DISTINCT: a queue named twice would be scanned twice and fill LIMIT with duplicates.
+-- A paused queue is not claimed from; a limited one is claimed from under its row lock, by
+-- the statements that follow this one (job_claim_limited_*), and is named in the result.
+requested AS MATERIALIZED (
+    SELECT DISTINCT u.name, coalesce(c.paused, false) AS paused,
+           (c.rate IS NOT NULL OR c.concurrency IS NOT NULL
+            OR EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = u.name)) AS limited
+    FROM unnest(%(queues)s::text[]) AS u(name)
+    LEFT JOIN chronoq_queues AS c ON c.name = u.name
+),
 due AS (
-    SELECT candidate.id
-    -- DISTINCT: a queue named twice would be scanned twice and fill LIMIT with duplicates.
-    FROM clock, (SELECT DISTINCT name FROM unnest(%(queues)s::text[]) AS u(name)) AS q,
+    SELECT candidate.id, candidate.expired
+    FROM clock, (SELECT name FROM requested WHERE NOT paused AND NOT limited) AS q,
     LATERAL (
         -- One index range scan per queue (chronoq_jobs_claim_idx), so a worker serving several
         -- queues never sorts a whole backlog; the outer ORDER BY merges at most limit x queues.
-        SELECT id, priority, run_at
+        SELECT id, priority, run_at,
+               -- Later than its grace with the policy "skip": skipped, not started.
+               (misfire = 'skip'
+                AND run_at + misfire_grace * interval '1 second' < clock.now) AS expired
         FROM chronoq_jobs
         WHERE status = 'pending'
           AND queue = q.name
@@ -120,22 +151,100 @@ SET status = 'running',
     locked_until = clock.now
         + coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds) * interval '1 second'
 FROM due, clock
-WHERE j.id = due.id
+WHERE j.id = due.id AND NOT due.expired
 RETURNING j.*
+),
+skipped AS (
+    UPDATE chronoq_jobs AS j
+    SET status = 'skipped', finished_at = clock.now
+    FROM due, clock
+    WHERE j.id = due.id AND due.expired
+    RETURNING j.id
 ),
 wakeup AS (
     SELECT clock.now AS wakeup_db_now,
+           -- Skipped rows took places in LIMIT that due jobs behind them may want: look again.
+           CASE WHEN EXISTS (SELECT 1 FROM skipped) THEN clock.now ELSE
            (SELECT min(first_due.run_at)
-            FROM (SELECT DISTINCT name FROM unnest(%(queues)s::text[]) AS u(name)) AS q,
+            FROM (SELECT name FROM requested WHERE NOT paused) AS q,
             LATERAL (SELECT run_at FROM chronoq_jobs
                      WHERE status = 'pending' AND queue = q.name AND run_at > clock.now
-                     ORDER BY run_at LIMIT 1) AS first_due) AS wakeup_next_run_at,
+                     ORDER BY run_at LIMIT 1) AS first_due) END AS wakeup_next_run_at,
            (SELECT min(locked_until) FROM chronoq_jobs WHERE status = 'running')
-               AS wakeup_next_lease_expiry
+               AS wakeup_next_lease_expiry,
+           (SELECT array_agg(name ORDER BY name) FROM requested WHERE limited AND NOT paused)
+               AS wakeup_limited
     FROM clock
 )
 SELECT claimed.*, wakeup.*
 FROM wakeup LEFT JOIN claimed ON true
+
+-- name: job_claim_limited_lock
+-- Claims from limited queues run in one transaction that starts here: the queues' rows are
+-- locked (in name order, so two claimers never deadlock) and every later statement of the claim
+-- sees what the previous holder committed. Their buckets are read and charged under the lock.
+SELECT name, rate, burst, concurrency, tokens, refilled_at
+FROM chronoq_queues
+WHERE name = ANY(%(queues)s::text[]) AND NOT paused
+ORDER BY name
+FOR UPDATE
+
+-- name: job_claim_limited_candidates
+SELECT id, rate_key,
+       (misfire = 'skip' AND run_at + misfire_grace * interval '1 second' < %(now)s) AS expired
+FROM chronoq_jobs
+WHERE status = 'pending' AND queue = %(queue)s AND run_at <= %(now)s
+ORDER BY priority DESC, run_at, id
+LIMIT %(scan)s
+FOR UPDATE SKIP LOCKED
+
+-- name: job_claim_limited_running
+SELECT count(*) AS running FROM chronoq_jobs WHERE status = 'running' AND queue = %(queue)s
+
+-- name: job_claim_limited_key_limits
+SELECT pattern, rate, burst FROM chronoq_key_limits WHERE queue = %(queue)s ORDER BY pattern
+
+-- name: job_claim_limited_key_buckets
+SELECT key, tokens, refilled_at FROM chronoq_key_buckets
+WHERE queue = %(queue)s AND key = ANY(%(keys)s::text[])
+
+-- name: job_claim_ids
+-- The UPDATE of job_claim for rows already chosen and locked by this transaction.
+UPDATE chronoq_jobs AS j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    lease_token = j.lease_token + 1,
+    worker_id = %(worker_id)s,
+    started_at = %(now)s,
+    max_attempts = coalesce(
+        j.max_attempts, (%(max_attempts)s::jsonb ->> j.task)::integer, %(default_max_attempts)s),
+    lease_seconds = coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds),
+    locked_until = %(now)s::timestamptz
+        + coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds) * interval '1 second'
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'pending'
+RETURNING j.*
+
+-- name: job_skip_ids
+UPDATE chronoq_jobs SET status = 'skipped', finished_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
+
+-- name: job_defer_many
+-- Jobs held back by their rate key's bucket wait for the instant it has a token for them.
+UPDATE chronoq_jobs AS j
+SET run_at = d.run_at
+FROM unnest(%(ids)s::bigint[], %(run_ats)s::timestamptz[]) AS d(id, run_at)
+WHERE j.id = d.id AND j.status = 'pending'
+
+-- name: key_buckets_store
+INSERT INTO chronoq_key_buckets (queue, key, tokens, refilled_at)
+SELECT %(queue)s, b.key, b.tokens, b.refilled_at
+FROM unnest(%(keys)s::text[], %(tokens)s::float8[], %(refilled_ats)s::timestamptz[])
+    AS b(key, tokens, refilled_at)
+ON CONFLICT (queue, key) DO UPDATE
+SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
+
+-- name: queue_bucket_store
+UPDATE chronoq_queues SET tokens = %(tokens)s, refilled_at = %(refilled_at)s WHERE name = %(queue)s
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on (the lease expired and someone else claimed it) or whose
@@ -298,6 +407,167 @@ FROM chronoq_jobs
 GROUP BY queue, status
 -- Byte order, as on SQLite, whatever the cluster's collation.
 ORDER BY queue COLLATE "C", status
+
+-- name: job_prune
+-- Finished jobs past their retention go in batches, oldest first; dead jobs stay for
+-- inspection. Tick jobs go too: the schedule's cursor, not the row, keeps a tick from firing
+-- again.
+DELETE FROM chronoq_jobs
+WHERE id IN (
+    SELECT id FROM chronoq_jobs
+    WHERE status IN ('done', 'cancelled', 'skipped')
+      AND finished_at < clock_timestamp() - %(older_than)s * interval '1 second'
+    ORDER BY finished_at
+    LIMIT %(limit)s
+)
+
+-- name: key_buckets_prune
+-- A bucket that has refilled holds nothing a new bucket would not: drop it.
+DELETE FROM chronoq_key_buckets AS b
+USING chronoq_key_limits AS k
+WHERE b.queue = k.queue
+  AND b.refilled_at < clock_timestamp() - (k.burst / k.rate) * interval '1 second'
+
+-- name: key_buckets_orphans_prune
+DELETE FROM chronoq_key_buckets AS b
+WHERE NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = b.queue)
+
+-- name: queue_list
+SELECT c.name, c.paused, c.rate, c.burst, c.concurrency,
+       coalesce((SELECT json_agg(json_build_object('pattern', k.pattern, 'rate', k.rate,
+                                                   'burst', k.burst) ORDER BY k.pattern)
+                 FROM chronoq_key_limits AS k WHERE k.queue = c.name), '[]'::json) AS key_limits
+FROM chronoq_queues AS c
+WHERE %(name)s::text IS NULL OR c.name = %(name)s::text
+ORDER BY c.name COLLATE "C"
+
+-- name: queue_pause
+INSERT INTO chronoq_queues (name, paused) VALUES (%(name)s, %(paused)s)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()
+
+-- name: queue_limit
+-- A new or changed rate starts with a full bucket.
+INSERT INTO chronoq_queues (name, rate, burst, concurrency)
+VALUES (%(name)s, %(rate)s, %(burst)s, %(concurrency)s)
+ON CONFLICT (name) DO UPDATE
+SET rate = excluded.rate, burst = excluded.burst, concurrency = excluded.concurrency,
+    tokens = 0, refilled_at = NULL, updated_at = clock_timestamp()
+
+-- name: queue_ensure
+INSERT INTO chronoq_queues (name) VALUES (%(name)s) ON CONFLICT (name) DO NOTHING
+
+-- name: key_limit_set
+INSERT INTO chronoq_key_limits (queue, pattern, rate, burst)
+VALUES (%(queue)s, %(pattern)s, %(rate)s, %(burst)s)
+ON CONFLICT (queue, pattern) DO UPDATE SET rate = excluded.rate, burst = excluded.burst
+
+-- name: key_limit_remove
+DELETE FROM chronoq_key_limits WHERE queue = %(queue)s AND pattern = %(pattern)s
+
+-- name: schedule_upsert
+-- The definition is replaced; the cursor, counters and pause stay. A changed cadence or zone
+-- has its next tick computed again.
+INSERT INTO chronoq_schedules (
+    name, cadence, zone, task, payload, queue, priority, misfire, misfire_grace, catch_up,
+    jitter, origin)
+VALUES (
+    %(name)s, %(cadence)s, %(zone)s, %(task)s, %(payload)s::jsonb, %(queue)s, %(priority)s,
+    %(misfire)s, %(misfire_grace)s, %(catch_up)s, %(jitter)s, %(origin)s)
+ON CONFLICT (name) DO UPDATE
+SET cadence = excluded.cadence, zone = excluded.zone, task = excluded.task,
+    payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
+    misfire = excluded.misfire, misfire_grace = excluded.misfire_grace,
+    catch_up = excluded.catch_up, jitter = excluded.jitter, origin = excluded.origin,
+    next_tick = CASE WHEN (chronoq_schedules.cadence, chronoq_schedules.zone,
+                           chronoq_schedules.jitter)
+                          IS DISTINCT FROM (excluded.cadence, excluded.zone, excluded.jitter)
+                     THEN NULL ELSE chronoq_schedules.next_tick END,
+    updated_at = clock_timestamp()
+RETURNING (xmax = 0) AS created
+
+-- name: schedule_get
+SELECT * FROM chronoq_schedules WHERE name = %(name)s
+
+-- name: schedule_list
+SELECT * FROM chronoq_schedules ORDER BY name COLLATE "C"
+
+-- name: schedule_pause
+UPDATE chronoq_schedules
+SET paused = %(paused)s,
+    -- Ticks that fell in the pause are not missed ticks: resuming starts from now.
+    tick_cursor = CASE WHEN paused AND NOT %(paused)s THEN clock_timestamp() ELSE tick_cursor END,
+    next_tick = CASE WHEN paused AND NOT %(paused)s THEN NULL ELSE next_tick END,
+    updated_at = clock_timestamp()
+WHERE name = %(name)s
+RETURNING *
+
+-- name: schedule_cancel_ahead
+-- Tick jobs fired ahead of their time for a schedule paused or removed are cancelled.
+UPDATE chronoq_jobs
+SET status = 'cancelled', finished_at = clock_timestamp()
+WHERE schedule = %(name)s AND status = 'pending'
+  AND (%(all)s OR run_at > clock_timestamp())
+
+-- name: schedule_remove
+DELETE FROM chronoq_schedules WHERE name = %(name)s RETURNING name
+
+-- name: schedule_due
+SELECT clock_timestamp() AS db_now,
+       (SELECT coalesce(array_agg(name ORDER BY name), '{}') FROM chronoq_schedules
+        WHERE NOT paused
+          AND (next_tick IS NULL
+               OR next_tick <= clock_timestamp() + %(lookahead)s * interval '1 second'))
+           AS names,
+       (SELECT min(next_tick) FROM chronoq_schedules WHERE NOT paused) AS next_tick
+
+-- name: schedule_lock
+-- Two schedulers (a split brain) handling one schedule take turns here, and the second sees
+-- the cursor the first moved.
+SELECT *, clock_timestamp() AS db_now FROM chronoq_schedules
+WHERE name = %(name)s AND NOT paused
+FOR UPDATE
+
+-- name: schedule_record
+UPDATE chronoq_schedules
+SET tick_cursor = %(cursor)s,
+    next_tick = %(next_tick)s,
+    fired = fired + %(fired)s,
+    late = late + %(late)s,
+    skipped = skipped + %(skipped)s,
+    coalesced = coalesced + %(coalesced)s,
+    lateness_total = lateness_total + %(lateness_total)s,
+    lateness_max = greatest(lateness_max, %(lateness_max)s),
+    last_fired = CASE WHEN %(fired)s > 0 THEN clock_timestamp() ELSE last_fired END
+WHERE name = %(name)s
+
+-- name: leader_try_lock
+SELECT pg_try_advisory_lock(hashtext('chronoq:leader'), hashtext(%(duty)s)) AS locked
+
+-- name: leader_unlock
+SELECT pg_advisory_unlock(hashtext('chronoq:leader'), hashtext(%(duty)s)) AS unlocked
+
+-- name: leader_record
+-- Written by the holder of the advisory lock: a new holder starts the next term.
+INSERT INTO chronoq_leaders (duty, holder, term, elected_at, renewed_at, expires_at)
+VALUES (%(duty)s, %(holder)s, 1, clock_timestamp(), clock_timestamp(),
+        clock_timestamp() + %(ttl)s * interval '1 second')
+ON CONFLICT (duty) DO UPDATE
+SET term = CASE WHEN chronoq_leaders.holder = excluded.holder
+                THEN chronoq_leaders.term ELSE chronoq_leaders.term + 1 END,
+    elected_at = CASE WHEN chronoq_leaders.holder = excluded.holder
+                      THEN chronoq_leaders.elected_at ELSE excluded.elected_at END,
+    holder = excluded.holder,
+    renewed_at = excluded.renewed_at,
+    expires_at = excluded.expires_at
+RETURNING *
+
+-- name: leader_forget
+-- The row stays, expired, so the next holder's term still counts up from it.
+UPDATE chronoq_leaders SET expires_at = clock_timestamp()
+WHERE duty = %(duty)s AND holder = %(holder)s
+
+-- name: leader_get
+SELECT * FROM chronoq_leaders WHERE duty = %(duty)s
 
 -- name: listen
 LISTEN chronoq_jobs

@@ -20,6 +20,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
+from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -31,14 +33,37 @@ from chronoq.storage.base import (
     JobInsertResult,
     JobLeaseRef,
     JobListParams,
+    JobPruneParams,
     JobRescueParams,
+    LeaderTerm,
+    QueueLimitParams,
+    QueueSettings,
+    ScheduleAdvance,
+    ScheduleDecision,
+    ScheduleDue,
+    ScheduleUpsertParams,
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
-from chronoq.storage.rows import job_from_row, rescue_result, retry_delay, stats_from_rows
-from chronoq.storage.sqlfile import load_migrations, load_queries
+from chronoq.storage.limited import claim_limited
+from chronoq.storage.postgres.coordination import PostgresElector, PostgresLimitedIO
+from chronoq.storage.postgres.session import Q
+from chronoq.storage.postgres.session import configure_session as _configure_session
+from chronoq.storage.postgres.session import first_line as _first_line
+from chronoq.storage.rows import (
+    job_from_row,
+    leader_term,
+    queue_settings,
+    record_args,
+    rescue_result,
+    retry_delay,
+    schedule_args,
+    schedule_from_row,
+    stats_from_rows,
+    tick_args,
+)
+from chronoq.storage.sqlfile import load_migrations
 
 log = logging.getLogger("chronoq.storage.postgres")
-Q = load_queries("chronoq.storage.postgres", "queries.sql")
 COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
 
 
@@ -194,11 +219,21 @@ class PostgresStore:
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim"], args).fetchall()
-        first = rows[0]
-        wakeup = Wakeup(
-            first["wakeup_db_now"], first["wakeup_next_run_at"], first["wakeup_next_lease_expiry"]
-        )
-        jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+            first = rows[0]
+            wakeup = Wakeup(
+                first["wakeup_db_now"],
+                first["wakeup_next_run_at"],
+                first["wakeup_next_lease_expiry"],
+            )
+            jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+            limited = first["wakeup_limited"]
+            if limited and len(jobs) < params.limit:
+                with conn.transaction():
+                    more, again = claim_limited(
+                        PostgresLimitedIO(conn), limited, params, params.limit - len(jobs)
+                    )
+                jobs.extend(more)
+                wakeup = wakeup.sooner(again)
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
         return Claim(jobs, wakeup)
 
@@ -297,6 +332,119 @@ class PostgresStore:
             rows = conn.execute(Q["stats"]).fetchall()
         return stats_from_rows(rows)
 
+    def job_prune(self, params: JobPruneParams) -> int:
+        args = {"older_than": params.older_than.total_seconds(), "limit": params.limit}
+        with self._conn() as conn:
+            deleted = conn.execute(Q["job_prune"], args).rowcount
+            conn.execute(Q["key_buckets_prune"])
+            conn.execute(Q["key_buckets_orphans_prune"])
+        return deleted
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def queue_list(self) -> list[QueueSettings]:
+        with self._conn() as conn:
+            rows = conn.execute(Q["queue_list"], {"name": None}).fetchall()
+        return [queue_settings(row) for row in rows]
+
+    def queue_get(self, name: str) -> QueueSettings:
+        with self._conn() as conn:
+            row = conn.execute(Q["queue_list"], {"name": name}).fetchone()
+        return queue_settings(row) if row else QueueSettings(name)
+
+    def queue_pause(self, name: str, paused: bool) -> QueueSettings:
+        with self._conn() as conn:
+            conn.execute(Q["queue_pause"], {"name": name, "paused": paused})
+        return self.queue_get(name)
+
+    def queue_limit(self, params: QueueLimitParams) -> QueueSettings:
+        args = {
+            "name": params.name,
+            "rate": params.rate,
+            "burst": params.burst if params.rate is not None else None,
+            "concurrency": params.concurrency,
+        }
+        with self._conn() as conn:
+            conn.execute(Q["queue_limit"], args)
+        return self.queue_get(params.name)
+
+    def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings:
+        args = {"queue": queue, "pattern": limit.pattern, "rate": limit.rate, "burst": limit.burst}
+        with self._conn() as conn, conn.transaction():
+            conn.execute(Q["queue_ensure"], {"name": queue})
+            conn.execute(Q["key_limit_set"], args)
+        return self.queue_get(queue)
+
+    def key_limit_remove(self, queue: str, pattern: str) -> bool:
+        with self._conn() as conn:
+            return (
+                conn.execute(Q["key_limit_remove"], {"queue": queue, "pattern": pattern}).rowcount
+                > 0
+            )
+
+    # -- schedules ------------------------------------------------------------------------
+
+    def schedule_upsert(self, params: ScheduleUpsertParams) -> bool:
+        args = schedule_args(params)
+        with self._conn() as conn:
+            row = conn.execute(Q["schedule_upsert"], args).fetchone()
+        return bool(row and row["created"])
+
+    def schedule_get(self, name: str) -> Schedule | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["schedule_get"], {"name": name}).fetchone()
+        return schedule_from_row(row) if row else None
+
+    def schedule_list(self) -> list[Schedule]:
+        with self._conn() as conn:
+            return [schedule_from_row(row) for row in conn.execute(Q["schedule_list"])]
+
+    def schedule_pause(self, name: str, paused: bool) -> Schedule | None:
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(Q["schedule_pause"], {"name": name, "paused": paused}).fetchone()
+            if row is not None and paused:
+                conn.execute(Q["schedule_cancel_ahead"], {"name": name, "all": False})
+        return schedule_from_row(row) if row else None
+
+    def schedule_remove(self, name: str) -> bool:
+        with self._conn() as conn, conn.transaction():
+            removed = conn.execute(Q["schedule_remove"], {"name": name}).fetchone() is not None
+            if removed:
+                conn.execute(Q["schedule_cancel_ahead"], {"name": name, "all": True})
+        return removed
+
+    def schedule_due(self, lookahead: timedelta) -> ScheduleDue:
+        with self._conn() as conn:
+            row = conn.execute(
+                Q["schedule_due"], {"lookahead": lookahead.total_seconds()}
+            ).fetchone()
+        assert row is not None
+        return ScheduleDue(list(row["names"]), row["next_tick"], row["db_now"])
+
+    def schedule_advance(self, name: str, decide: ScheduleDecision) -> ScheduleAdvance | None:
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(Q["schedule_lock"], {"name": name}).fetchone()
+            if row is None:
+                return None
+            advance = decide(schedule_from_row(row), row["db_now"])
+            if advance is None:
+                return None
+            for job in advance.jobs:
+                inserted = conn.execute(Q["job_insert_tick"], tick_args(job)).fetchone()
+                advance.inserted += inserted is not None
+            conn.execute(Q["schedule_record"], record_args(name, advance))
+        return advance
+
+    # -- leadership -----------------------------------------------------------------------
+
+    def leader_elector(self, duty: str, holder: str, ttl: float) -> PostgresElector:
+        return PostgresElector(self.dsn, self.dsn_display, duty, holder, ttl)
+
+    def leader_get(self, duty: str) -> LeaderTerm | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["leader_get"], {"duty": duty}).fetchone()
+        return leader_term(row) if row else None
+
     def open_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display)
 
@@ -315,6 +463,9 @@ def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> Jo
         "max_attempts": job.max_attempts,
         "lease_seconds": job.lease_seconds,
         "key": job.key,
+        "misfire": job.misfire,
+        "misfire_grace": job.misfire_grace,
+        "rate_key": job.rate_key,
     }
     # A live job holding the key may finish between our INSERT and our look-up; then the key is
     # free again and the next INSERT succeeds, so this settles within a few rounds.
@@ -384,6 +535,9 @@ def _copy_rows(
                     run_at,
                     job.max_attempts,
                     job.lease_seconds,
+                    job.misfire,
+                    job.misfire_grace,
+                    job.rate_key,
                 )
             )
             written += 1
@@ -404,6 +558,9 @@ def _unnest_args(
         # float(): psycopg cannot send a list mixing int and float (`lease_seconds=60`).
         "lease_seconds": [float(job.lease_seconds) for job in jobs],
         "keys": [job.key for job in jobs],
+        "misfires": [job.misfire for job in jobs],
+        "misfire_graces": [job.misfire_grace for job in jobs],
+        "rate_keys": [job.rate_key for job in jobs],
     }
 
 
@@ -461,12 +618,3 @@ class PostgresListener:
 
     def close(self) -> None:
         self._conn.close()
-
-
-def _configure_session(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(Q["session_setup"])
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

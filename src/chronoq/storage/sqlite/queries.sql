@@ -26,9 +26,12 @@ INSERT INTO chronoq_migrations (name, applied_at) VALUES (:name, :now)
 SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'chronoq_jobs'
 
 -- name: job_insert
-INSERT INTO chronoq_jobs
-    (queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, created_at)
-VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :key, :now)
+INSERT INTO chronoq_jobs (
+    queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, created_at, misfire,
+    misfire_grace, rate_key)
+VALUES (
+    :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :key, :now,
+    :misfire, :misfire_grace, :rate_key)
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
 
@@ -40,13 +43,51 @@ SELECT max(
 ) + 1
 
 -- name: job_insert_with_id
-INSERT INTO chronoq_jobs
-    (id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, created_at)
-VALUES
-    (:id, :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :now)
+INSERT INTO chronoq_jobs (
+    id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, created_at, misfire,
+    misfire_grace, rate_key)
+VALUES (
+    :id, :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :now,
+    :misfire, :misfire_grace, :rate_key)
+
+-- name: job_insert_tick
+-- A schedule's tick: the unique (schedule, tick) index makes a second insert a no-op.
+INSERT INTO chronoq_jobs (
+    queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire, misfire_grace,
+    schedule, tick, ticks, created_at)
+VALUES (
+    :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :misfire,
+    :misfire_grace, :schedule, :tick, :ticks, :now)
+ON CONFLICT (schedule, tick) WHERE schedule IS NOT NULL DO NOTHING
+RETURNING id
 
 -- name: job_live_id_by_key
 SELECT id FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
+
+-- name: queue_requested
+-- Which of the queues a worker asks for are paused, and which are limited (claimed from by
+-- the limited path, under the same write transaction).
+SELECT q.value AS name,
+       coalesce(c.paused, 0) AS paused,
+       (c.rate IS NOT NULL OR c.concurrency IS NOT NULL
+        OR EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = q.value)) AS limited
+FROM (SELECT DISTINCT value FROM json_each(:queues)) AS q
+LEFT JOIN chronoq_queues AS c ON c.name = q.value
+
+-- name: job_skip_expired
+-- Due jobs with the misfire policy "skip" that are later than their grace end skipped before
+-- the claim, so they take no place in its LIMIT.
+UPDATE chronoq_jobs
+SET status = 'skipped', finished_at = :now
+WHERE id IN (
+    SELECT id FROM chronoq_jobs
+    WHERE status = 'pending'
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND run_at <= :now
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+  AND misfire = 'skip' AND run_at + CAST(misfire_grace * 1000000 AS INTEGER) < :now
 
 -- name: job_claim
 -- Runs inside BEGIN IMMEDIATE: the write lock is taken before the read, so two processes can
@@ -77,6 +118,73 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING *
+
+-- name: job_claim_limited_lock
+-- The write transaction already serialises claims; this reads the limited queues' state.
+SELECT name, rate, burst, concurrency, tokens, refilled_at
+FROM chronoq_queues
+WHERE name IN (SELECT value FROM json_each(:queues)) AND NOT paused
+ORDER BY name
+
+-- name: job_claim_limited_candidates
+SELECT id, rate_key,
+       (misfire = 'skip' AND run_at + CAST(misfire_grace * 1000000 AS INTEGER) < :now)
+           AS expired
+FROM chronoq_jobs
+WHERE status = 'pending' AND queue = :queue AND run_at <= :now
+ORDER BY priority DESC, run_at, id
+LIMIT :scan
+
+-- name: job_claim_limited_running
+SELECT count(*) AS running FROM chronoq_jobs WHERE status = 'running' AND queue = :queue
+
+-- name: job_claim_limited_key_limits
+SELECT pattern, rate, burst FROM chronoq_key_limits WHERE queue = :queue ORDER BY pattern
+
+-- name: job_claim_limited_key_buckets
+SELECT key, tokens, refilled_at FROM chronoq_key_buckets
+WHERE queue = :queue AND key IN (SELECT value FROM json_each(:keys))
+
+-- name: job_claim_ids
+UPDATE chronoq_jobs
+SET status = 'running',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    worker_id = :worker_id,
+    started_at = :now,
+    max_attempts = coalesce(
+        max_attempts,
+        (SELECT value FROM json_each(:max_attempts) WHERE key = chronoq_jobs.task),
+        :default_max_attempts),
+    lease_seconds = coalesce(
+        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds),
+    locked_until = :now + CAST(coalesce(
+        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds
+    ) * 1000000 AS INTEGER)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
+RETURNING *
+
+-- name: job_skip_ids
+UPDATE chronoq_jobs SET status = 'skipped', finished_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
+
+-- name: job_defer_many
+UPDATE chronoq_jobs
+SET run_at = d.run_at
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS run_at
+      FROM json_each(:deferrals)) AS d
+WHERE chronoq_jobs.id = d.id AND chronoq_jobs.status = 'pending'
+
+-- name: key_buckets_store
+INSERT INTO chronoq_key_buckets (queue, key, tokens, refilled_at)
+SELECT :queue, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]')
+FROM json_each(:buckets) WHERE true
+ON CONFLICT (queue, key) DO UPDATE
+SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
+
+-- name: queue_bucket_store
+UPDATE chronoq_queues SET tokens = :tokens, refilled_at = :refilled_at WHERE name = :queue
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on or that is no longer running is left alone, and its id is
@@ -226,6 +334,145 @@ SELECT queue, status, count(*) AS count
 FROM chronoq_jobs
 GROUP BY queue, status
 ORDER BY queue, status
+
+-- name: job_prune
+DELETE FROM chronoq_jobs
+WHERE id IN (
+    SELECT id FROM chronoq_jobs
+    WHERE status IN ('done', 'cancelled', 'skipped') AND finished_at < :now - :older_than
+    ORDER BY finished_at
+    LIMIT :limit
+)
+
+-- name: key_buckets_prune
+DELETE FROM chronoq_key_buckets
+WHERE NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = chronoq_key_buckets.queue)
+   OR refilled_at < :now - (
+        SELECT CAST(max(k.burst / k.rate) * 1000000 AS INTEGER) FROM chronoq_key_limits AS k
+        WHERE k.queue = chronoq_key_buckets.queue)
+
+-- name: queue_list
+SELECT c.name, c.paused, c.rate, c.burst, c.concurrency,
+       coalesce((SELECT json_group_array(json_object('pattern', k.pattern, 'rate', k.rate,
+                                                     'burst', k.burst))
+                 FROM (SELECT * FROM chronoq_key_limits WHERE queue = c.name ORDER BY pattern)
+                     AS k), '[]') AS key_limits
+FROM chronoq_queues AS c
+WHERE :name IS NULL OR c.name = :name
+ORDER BY c.name
+
+-- name: queue_pause
+INSERT INTO chronoq_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+
+-- name: queue_limit
+INSERT INTO chronoq_queues (name, rate, burst, concurrency, updated_at)
+VALUES (:name, :rate, :burst, :concurrency, :now)
+ON CONFLICT (name) DO UPDATE
+SET rate = excluded.rate, burst = excluded.burst, concurrency = excluded.concurrency,
+    tokens = 0, refilled_at = NULL, updated_at = excluded.updated_at
+
+-- name: queue_ensure
+INSERT INTO chronoq_queues (name, updated_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING
+
+-- name: key_limit_set
+INSERT INTO chronoq_key_limits (queue, pattern, rate, burst)
+VALUES (:queue, :pattern, :rate, :burst)
+ON CONFLICT (queue, pattern) DO UPDATE SET rate = excluded.rate, burst = excluded.burst
+
+-- name: key_limit_remove
+DELETE FROM chronoq_key_limits WHERE queue = :queue AND pattern = :pattern
+
+-- name: schedule_exists
+SELECT 1 FROM chronoq_schedules WHERE name = :name
+
+-- name: schedule_upsert
+INSERT INTO chronoq_schedules (
+    name, cadence, zone, task, payload, queue, priority, misfire, misfire_grace, catch_up,
+    jitter, origin, tick_cursor, created_at, updated_at)
+VALUES (
+    :name, :cadence, :zone, :task, :payload, :queue, :priority, :misfire, :misfire_grace,
+    :catch_up, :jitter, :origin, :now, :now, :now)
+ON CONFLICT (name) DO UPDATE
+SET cadence = excluded.cadence, zone = excluded.zone, task = excluded.task,
+    payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
+    misfire = excluded.misfire, misfire_grace = excluded.misfire_grace,
+    catch_up = excluded.catch_up, jitter = excluded.jitter, origin = excluded.origin,
+    next_tick = CASE WHEN chronoq_schedules.cadence IS NOT excluded.cadence
+                       OR chronoq_schedules.zone IS NOT excluded.zone
+                       OR chronoq_schedules.jitter IS NOT excluded.jitter
+                     THEN NULL ELSE chronoq_schedules.next_tick END,
+    updated_at = excluded.updated_at
+
+-- name: schedule_get
+SELECT * FROM chronoq_schedules WHERE name = :name
+
+-- name: schedule_list
+SELECT * FROM chronoq_schedules ORDER BY name
+
+-- name: schedule_pause
+UPDATE chronoq_schedules
+SET tick_cursor = CASE WHEN paused AND NOT :paused THEN :now ELSE tick_cursor END,
+    next_tick = CASE WHEN paused AND NOT :paused THEN NULL ELSE next_tick END,
+    paused = :paused,
+    updated_at = :now
+WHERE name = :name
+RETURNING *
+
+-- name: schedule_cancel_ahead
+UPDATE chronoq_jobs
+SET status = 'cancelled', finished_at = :now
+WHERE schedule = :name AND status = 'pending' AND (:all OR run_at > :now)
+
+-- name: schedule_remove
+DELETE FROM chronoq_schedules WHERE name = :name RETURNING name
+
+-- name: schedule_due_names
+SELECT name FROM chronoq_schedules
+WHERE NOT paused AND (next_tick IS NULL OR next_tick <= :horizon)
+ORDER BY name
+
+-- name: schedule_next_tick
+SELECT min(next_tick) AS next_tick FROM chronoq_schedules WHERE NOT paused
+
+-- name: schedule_lock
+SELECT * FROM chronoq_schedules WHERE name = :name AND NOT paused
+
+-- name: schedule_record
+UPDATE chronoq_schedules
+SET tick_cursor = :cursor,
+    next_tick = :next_tick,
+    fired = fired + :fired,
+    late = late + :late,
+    skipped = skipped + :skipped,
+    coalesced = coalesced + :coalesced,
+    lateness_total = lateness_total + :lateness_total,
+    lateness_max = max(lateness_max, :lateness_max),
+    last_fired = CASE WHEN :fired > 0 THEN :now ELSE last_fired END
+WHERE name = :name
+
+-- name: leader_acquire
+-- The lock row: taken when free or expired, renewed by its holder; a new holder starts the
+-- next term. Nothing is returned when another holds an unexpired lock.
+INSERT INTO chronoq_leaders (duty, holder, term, elected_at, renewed_at, expires_at)
+VALUES (:duty, :holder, 1, :now, :now, :expires_at)
+ON CONFLICT (duty) DO UPDATE
+SET term = CASE WHEN chronoq_leaders.holder = excluded.holder
+                THEN chronoq_leaders.term ELSE chronoq_leaders.term + 1 END,
+    elected_at = CASE WHEN chronoq_leaders.holder = excluded.holder
+                      THEN chronoq_leaders.elected_at ELSE excluded.elected_at END,
+    holder = excluded.holder,
+    renewed_at = excluded.renewed_at,
+    expires_at = excluded.expires_at
+WHERE chronoq_leaders.holder = excluded.holder OR chronoq_leaders.expires_at <= excluded.renewed_at
+RETURNING *
+
+-- name: leader_forget
+-- The row stays, expired, so the next holder's term still counts up from it.
+UPDATE chronoq_leaders SET expires_at = :now WHERE duty = :duty AND holder = :holder
+
+-- name: leader_get
+SELECT * FROM chronoq_leaders WHERE duty = :duty
 
 -- name: data_version
 PRAGMA data_version

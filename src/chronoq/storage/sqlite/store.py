@@ -15,11 +15,13 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
+from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -31,18 +33,34 @@ from chronoq.storage.base import (
     JobInsertResult,
     JobLeaseRef,
     JobListParams,
+    JobPruneParams,
     JobRescueParams,
+    LeaderTerm,
+    QueueLimitParams,
+    QueueSettings,
+    ScheduleAdvance,
+    ScheduleDecision,
+    ScheduleDue,
+    ScheduleUpsertParams,
 )
 from chronoq.storage.dsn import sqlite_path
+from chronoq.storage.limited import claim_limited
 from chronoq.storage.rows import (
     datetime_to_micros,
     job_from_row,
+    leader_term,
     micros_to_datetime,
+    queue_settings,
+    record_args,
     rescue_result,
     retry_delay,
+    schedule_args,
+    schedule_from_row,
     stats_from_rows,
+    tick_args,
 )
 from chronoq.storage.sqlfile import load_migrations, load_queries
+from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO
 
 T = TypeVar("T")
 Q = load_queries("chronoq.storage.sqlite", "queries.sql")
@@ -158,37 +176,50 @@ class SqliteStore:
         return self.job_claim_with_wakeup(params).jobs
 
     def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
-        # Three statements in one write transaction: SQLite lives in this process, so they cost
+        # Everything in one write transaction: SQLite lives in this process, so statements cost
         # no round trips. The lease expiry is read before the claim, as PostgreSQL's snapshot
         # sees it, so both stores answer alike.
-        now = _pinned(params.now)
-        queues = json.dumps(list(params.queues))
         with self._write() as db:
+            # The clock is read under the write lock: a claim that waited for it must not
+            # start jobs, or charge a bucket, at an instant before the previous claim's.
+            now = _pinned(params.now)
             expiry = db.execute(Q["job_next_lease_expiry"]).fetchone()["next_lease_expiry"]
-            claimed = (
-                []
-                if params.limit <= 0
-                else db.execute(
-                    Q["job_claim"],
-                    {
-                        "queues": queues,
-                        "limit": params.limit,
-                        "worker_id": params.worker_id,
-                        "now": now,
-                        "leases": json.dumps(dict(params.leases)),
-                        "max_attempts": json.dumps(dict(params.max_attempts)),
-                        "default_max_attempts": params.default_max_attempts,
-                    },
-                ).fetchall()
-            )
-            after = db.execute(Q["job_next_run_after"], {"queues": queues, "now": now})
+            requested = db.execute(Q["queue_requested"], {"queues": json.dumps(params.queues)})
+            open_queues, limited = _split_requested(requested.fetchall())
+            jobs = self._claim_open(db, params, open_queues, now)
+            look_again = None
+            if limited and len(jobs) < params.limit:
+                more, look_again = claim_limited(
+                    SqliteLimitedIO(db, now), limited, params, params.limit - len(jobs)
+                )
+                jobs.extend(more)
+            unpaused = json.dumps(open_queues + limited)
+            after = db.execute(Q["job_next_run_after"], {"queues": unpaused, "now": now})
             next_run_at = after.fetchone()["next_run_at"]
-        jobs = [_job(row) for row in claimed]
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
         db_now = micros_to_datetime(now)
         assert db_now is not None
         wakeup = Wakeup(db_now, micros_to_datetime(next_run_at), micros_to_datetime(expiry))
-        return Claim(jobs, wakeup)
+        return Claim(jobs, wakeup.sooner(look_again))
+
+    def _claim_open(
+        self, db: sqlite3.Connection, params: JobClaimParams, queues: list[str], now: int
+    ) -> list[Job]:
+        if params.limit <= 0 or not queues:
+            return []
+        args = {"queues": json.dumps(queues), "limit": params.limit, "now": now}
+        db.execute(Q["job_skip_expired"], args)
+        claimed = db.execute(
+            Q["job_claim"],
+            args
+            | {
+                "worker_id": params.worker_id,
+                "leases": json.dumps(dict(params.leases)),
+                "max_attempts": json.dumps(dict(params.max_attempts)),
+                "default_max_attempts": params.default_max_attempts,
+            },
+        ).fetchall()
+        return [_job(row) for row in claimed]
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
@@ -295,6 +326,149 @@ class SqliteStore:
             rows = db.execute(Q["stats"]).fetchall()
         return stats_from_rows(rows)
 
+    def job_prune(self, params: JobPruneParams) -> int:
+        args = {
+            "older_than": int(params.older_than.total_seconds() * 1_000_000),
+            "limit": params.limit,
+            "now": now_micros(),
+        }
+        with self._write() as db:
+            deleted = db.execute(Q["job_prune"], args).rowcount
+            db.execute(Q["key_buckets_prune"], {"now": args["now"]})
+        return deleted
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def queue_list(self) -> list[QueueSettings]:
+        with self._read() as db:
+            rows = db.execute(Q["queue_list"], {"name": None}).fetchall()
+        return [queue_settings(row) for row in rows]
+
+    def queue_get(self, name: str) -> QueueSettings:
+        with self._read() as db:
+            row = db.execute(Q["queue_list"], {"name": name}).fetchone()
+        return queue_settings(row) if row else QueueSettings(name)
+
+    def queue_pause(self, name: str, paused: bool) -> QueueSettings:
+        with self._write() as db:
+            db.execute(Q["queue_pause"], {"name": name, "paused": paused, "now": now_micros()})
+        return self.queue_get(name)
+
+    def queue_limit(self, params: QueueLimitParams) -> QueueSettings:
+        args = {
+            "name": params.name,
+            "rate": params.rate,
+            "burst": params.burst if params.rate is not None else None,
+            "concurrency": params.concurrency,
+            "now": now_micros(),
+        }
+        with self._write() as db:
+            db.execute(Q["queue_limit"], args)
+        return self.queue_get(params.name)
+
+    def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings:
+        args = {"queue": queue, "pattern": limit.pattern, "rate": limit.rate, "burst": limit.burst}
+        with self._write() as db:
+            db.execute(Q["queue_ensure"], {"name": queue, "now": now_micros()})
+            db.execute(Q["key_limit_set"], args)
+        return self.queue_get(queue)
+
+    def key_limit_remove(self, queue: str, pattern: str) -> bool:
+        with self._write() as db:
+            args = {"queue": queue, "pattern": pattern}
+            return db.execute(Q["key_limit_remove"], args).rowcount > 0
+
+    # -- schedules ------------------------------------------------------------------------
+
+    def schedule_upsert(self, params: ScheduleUpsertParams) -> bool:
+        with self._write() as db:
+            existed = db.execute(Q["schedule_exists"], {"name": params.name}).fetchone()
+            db.execute(Q["schedule_upsert"], schedule_args(params) | {"now": now_micros()})
+        return existed is None
+
+    def schedule_get(self, name: str) -> Schedule | None:
+        with self._read() as db:
+            row = db.execute(Q["schedule_get"], {"name": name}).fetchone()
+        return _schedule(row) if row else None
+
+    def schedule_list(self) -> list[Schedule]:
+        with self._read() as db:
+            return [_schedule(row) for row in db.execute(Q["schedule_list"])]
+
+    def schedule_pause(self, name: str, paused: bool) -> Schedule | None:
+        now = now_micros()
+        with self._write() as db:
+            args = {"name": name, "paused": paused, "now": now}
+            row = db.execute(Q["schedule_pause"], args).fetchone()
+            if row is not None and paused:
+                db.execute(Q["schedule_cancel_ahead"], {"name": name, "all": False, "now": now})
+        return _schedule(row) if row else None
+
+    def schedule_remove(self, name: str) -> bool:
+        now = now_micros()
+        with self._write() as db:
+            removed = db.execute(Q["schedule_remove"], {"name": name}).fetchone() is not None
+            if removed:
+                db.execute(Q["schedule_cancel_ahead"], {"name": name, "all": True, "now": now})
+        return removed
+
+    def schedule_due(self, lookahead: timedelta) -> ScheduleDue:
+        now = now_micros()
+        horizon = now + int(lookahead.total_seconds() * 1_000_000)
+        with self._read() as db:
+            names = [
+                row["name"] for row in db.execute(Q["schedule_due_names"], {"horizon": horizon})
+            ]
+            next_tick = db.execute(Q["schedule_next_tick"]).fetchone()["next_tick"]
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return ScheduleDue(names, micros_to_datetime(next_tick), db_now)
+
+    def schedule_advance(self, name: str, decide: ScheduleDecision) -> ScheduleAdvance | None:
+        with self._write() as db:
+            now = now_micros()
+            row = db.execute(Q["schedule_lock"], {"name": name}).fetchone()
+            if row is None:
+                return None
+            db_now = micros_to_datetime(now)
+            assert db_now is not None
+            advance = decide(_schedule(row), db_now)
+            if advance is None:
+                return None
+            for job in advance.jobs:
+                args = tick_args(job, datetime_to_micros) | {"now": now}
+                advance.inserted += db.execute(Q["job_insert_tick"], args).fetchone() is not None
+            db.execute(
+                Q["schedule_record"], record_args(name, advance, datetime_to_micros) | {"now": now}
+            )
+        return advance
+
+    # -- leadership -----------------------------------------------------------------------
+
+    def leader_elector(self, duty: str, holder: str, ttl: float) -> SqliteElector:
+        return SqliteElector(self, duty, holder, ttl)
+
+    def leader_attempt(self, duty: str, holder: str, ttl: float) -> LeaderTerm | None:
+        now = now_micros()
+        args = {
+            "duty": duty,
+            "holder": holder,
+            "now": now,
+            "expires_at": now + int(ttl * 1_000_000),
+        }
+        with self._write() as db:
+            row = db.execute(Q["leader_acquire"], args).fetchone()
+        return leader_term(row, micros_to_datetime) if row else None
+
+    def leader_forget(self, duty: str, holder: str) -> None:
+        with self._write() as db:
+            db.execute(Q["leader_forget"], {"duty": duty, "holder": holder, "now": now_micros()})
+
+    def leader_get(self, duty: str) -> LeaderTerm | None:
+        with self._read() as db:
+            row = db.execute(Q["leader_get"], {"duty": duty}).fetchone()
+        return leader_term(row, micros_to_datetime) if row else None
+
     def open_listener(self) -> SqliteListener:
         return SqliteListener(self.path)
 
@@ -360,6 +534,9 @@ def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
         "lease_seconds": job.lease_seconds,
         "key": job.key,
         "now": now,
+        "misfire": job.misfire,
+        "misfire_grace": job.misfire_grace,
+        "rate_key": job.rate_key,
     }
 
 
@@ -397,6 +574,20 @@ def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobIn
 
 def _job(row: Mapping[str, Any]) -> Job:
     return job_from_row(row, micros_to_datetime)
+
+
+def _schedule(row: Mapping[str, Any]) -> Schedule:
+    return schedule_from_row(row, micros_to_datetime)
+
+
+def _split_requested(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """The unpaused queues asked for: (unlimited, limited)."""
+    open_queues: list[str] = []
+    limited: list[str] = []
+    for row in rows:
+        if not row["paused"]:
+            (limited if row["limited"] else open_queues).append(row["name"])
+    return open_queues, limited
 
 
 def _pinned(moment: datetime | None) -> int:

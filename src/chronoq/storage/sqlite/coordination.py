@@ -1,0 +1,144 @@
+"""SQLite coordination: leader election by a lock row, and limited claims.
+
+Leadership is a row in `chronoq_leaders` with an expiry: a candidate takes it when it is free
+or expired, its holder renews it, and a holder that stops renewing (it died) loses it when the
+row expires, `ttl` seconds after its last renewal. There is no session to tie a lock to in an
+embedded database, so the lease is the lock.
+
+A holder that cannot renew steps down at once (`attempt` returns None). Since every
+candidate shares one file on one host, their clocks agree and the row's expiry is safe to
+compare against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from chronoq.core.jobs import Job
+from chronoq.core.ratelimit import Bucket, Candidate, ClaimPlan, KeyLimit, QueueLimits
+from chronoq.errors import ChronoqError
+from chronoq.storage.base import JobClaimParams, LeaderTerm
+from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
+from chronoq.storage.sqlfile import load_queries
+
+Q = load_queries("chronoq.storage.sqlite", "queries.sql")
+
+
+class _LeaderRows(Protocol):
+    def leader_attempt(self, duty: str, holder: str, ttl: float) -> LeaderTerm | None: ...
+
+    def leader_forget(self, duty: str, holder: str) -> None: ...
+
+
+class SqliteElector:
+    """`LeaderElector` on the lock row of a duty."""
+
+    def __init__(self, store: _LeaderRows, duty: str, holder: str, ttl: float) -> None:
+        self.holder = holder
+        self._store = store
+        self._duty = duty
+        self._ttl = ttl
+
+    def attempt(self) -> LeaderTerm | None:
+        try:
+            return self._store.leader_attempt(self._duty, self.holder, self._ttl)
+        except ChronoqError:
+            return None
+
+    def resign(self) -> None:
+        # When the row cannot be deleted it expires on its own.
+        with contextlib.suppress(ChronoqError):
+            self._store.leader_forget(self._duty, self.holder)
+
+    def close(self) -> None:
+        self.resign()
+
+
+class SqliteLimitedIO:
+    """`LimitedClaimIO` inside the claim's write transaction (which already serialises it)."""
+
+    def __init__(self, db: sqlite3.Connection, now: int) -> None:
+        self._db = db
+        self._now = now
+
+    def lock(self, queues: Sequence[str]) -> list[QueueLimits]:
+        rows = self._db.execute(Q["job_claim_limited_lock"], {"queues": json.dumps(list(queues))})
+        return [
+            QueueLimits(
+                row["name"],
+                row["rate"],
+                row["burst"],
+                row["concurrency"],
+                row["tokens"],
+                micros_to_datetime(row["refilled_at"]),
+            )
+            for row in rows.fetchall()
+        ]
+
+    def now(self) -> datetime:
+        now = micros_to_datetime(self._now)
+        assert now is not None
+        return now
+
+    def candidates(self, queue: str, now: datetime, scan: int) -> list[Candidate]:
+        args = {"queue": queue, "now": datetime_to_micros(now), "scan": scan}
+        rows = self._db.execute(Q["job_claim_limited_candidates"], args).fetchall()
+        return [Candidate(row["id"], row["rate_key"], bool(row["expired"])) for row in rows]
+
+    def running(self, queue: str) -> int:
+        row = self._db.execute(Q["job_claim_limited_running"], {"queue": queue}).fetchone()
+        return int(row["running"])
+
+    def key_limits(self, queue: str) -> list[KeyLimit]:
+        rows = self._db.execute(Q["job_claim_limited_key_limits"], {"queue": queue}).fetchall()
+        return [KeyLimit(row["pattern"], row["rate"], row["burst"]) for row in rows]
+
+    def key_buckets(self, queue: str, keys: Sequence[str]) -> dict[str, Bucket]:
+        args = {"queue": queue, "keys": json.dumps(list(keys))}
+        rows = self._db.execute(Q["job_claim_limited_key_buckets"], args).fetchall()
+        return {
+            row["key"]: Bucket(1.0, 1.0, row["tokens"], micros_to_datetime(row["refilled_at"]))
+            for row in rows
+        }
+
+    def apply(
+        self, queue: QueueLimits, now: datetime, plan: ClaimPlan, params: JobClaimParams
+    ) -> list[Job]:
+        db, at = self._db, datetime_to_micros(now)
+        if plan.skip:
+            db.execute(Q["job_skip_ids"], {"ids": json.dumps(plan.skip), "now": at})
+        if plan.defer:
+            deferrals = [[job_id, datetime_to_micros(run_at)] for job_id, run_at in plan.defer]
+            db.execute(Q["job_defer_many"], {"deferrals": json.dumps(deferrals)})
+        jobs: list[Job] = []
+        if plan.claim:
+            rows = db.execute(Q["job_claim_ids"], _claim_args(plan.claim, at, params)).fetchall()
+            jobs = [job_from_row(row, micros_to_datetime) for row in rows]
+        if plan.key_buckets:
+            buckets = [
+                [key, bucket.tokens, datetime_to_micros(bucket.refilled_at or now)]
+                for key, bucket in plan.key_buckets.items()
+            ]
+            db.execute(
+                Q["key_buckets_store"], {"queue": queue.name, "buckets": json.dumps(buckets)}
+            )
+        if plan.queue_bucket is not None:
+            args = {"queue": queue.name, "tokens": plan.queue_bucket.tokens, "refilled_at": at}
+            db.execute(Q["queue_bucket_store"], args)
+        return jobs
+
+
+def _claim_args(ids: list[int], now: int, params: JobClaimParams) -> dict[str, Any]:
+    return {
+        "ids": json.dumps(ids),
+        "now": now,
+        "worker_id": params.worker_id,
+        "leases": json.dumps(dict(params.leases)),
+        "max_attempts": json.dumps(dict(params.max_attempts)),
+        "default_max_attempts": params.default_max_attempts,
+    }
