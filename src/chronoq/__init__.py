@@ -16,6 +16,8 @@ from chronoq.app import App, Enqueued, JobSpec, Task
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.jobs import Job, JobStatus, Outcome, Stat
+from chronoq.core.misfire import MisfirePolicy
+from chronoq.core.schedules import Schedule, ScheduleSpec
 from chronoq.errors import (
     ChronoqError,
     ConfigError,
@@ -24,18 +26,21 @@ from chronoq.errors import (
     InvalidDSN,
     InvalidDuration,
     InvalidPayload,
+    InvalidSchedule,
     JobLost,
     JobNotFound,
     KeyConflict,
     NaiveDatetime,
     PayloadTooLarge,
     Retry,
+    ScheduleNotFound,
     SchemaMissing,
     StoreError,
     StoreUnavailable,
     UnknownQueue,
     UnknownTask,
 )
+from chronoq.scheduler.runner import Scheduler, SchedulerOptions, SchedulerSignals
 from chronoq.worker.context import JobContext
 from chronoq.worker.worker import Worker, WorkerOptions, WorkerSignals, WorkerStats
 
@@ -53,6 +58,7 @@ __all__ = [
     "InvalidDSN",
     "InvalidDuration",
     "InvalidPayload",
+    "InvalidSchedule",
     "Job",
     "JobContext",
     "JobLost",
@@ -60,10 +66,17 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "KeyConflict",
+    "MisfirePolicy",
     "NaiveDatetime",
     "Outcome",
     "PayloadTooLarge",
     "Retry",
+    "Schedule",
+    "ScheduleNotFound",
+    "ScheduleSpec",
+    "Scheduler",
+    "SchedulerOptions",
+    "SchedulerSignals",
     "SchemaMissing",
     "Stat",
     "StoreError",

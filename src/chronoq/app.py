@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import inspect
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.jobs import Job
+from chronoq.core.misfire import Misfire, MisfirePolicy
+from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import (
     PRIORITY_RANGE,
     PayloadShape,
@@ -41,13 +45,35 @@ from chronoq.core.validate import (
     encode_payload,
 )
 from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
+from chronoq.scheduling import (
+    RUN_LATE,
+    SyncReport,
+    job_misfire,
+    key_limit,
+    queue_limit_params,
+    schedule_params,
+)
 from chronoq.storage import JobStore, open_store
-from chronoq.storage.base import JobInsertParams, JobInsertResult
+from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
 
+log = logging.getLogger("chronoq.app")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-RESERVED_OPTIONS = frozenset({"delay", "at", "key", "queue", "priority", "max_attempts", "conn"})
+RESERVED_OPTIONS = frozenset(
+    {
+        "delay",
+        "at",
+        "key",
+        "queue",
+        "priority",
+        "max_attempts",
+        "conn",
+        "misfire",
+        "misfire_grace",
+        "rate_key",
+    }
+)
 MAX_ATTEMPTS_LIMIT = 1000
 
 Enqueued = JobInsertResult
@@ -66,6 +92,9 @@ class JobSpec:
     key: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
+    misfire: str | None = None
+    misfire_grace: timedelta | float | str | None = None
+    rate_key: str | None = None
 
 
 class Task(Generic[P, R]):
@@ -82,6 +111,7 @@ class Task(Generic[P, R]):
         backoff: Backoff,
         lease: float,
         priority: int,
+        misfire: Misfire = RUN_LATE,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -91,6 +121,7 @@ class Task(Generic[P, R]):
         self.backoff = backoff
         self.lease = check_positive_seconds("lease", lease)
         self.priority = check_int("priority", priority, *PRIORITY_RANGE)
+        self.misfire = misfire
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_context, self.payload_signature = _split_context(fn)
         _refuse_reserved(self.name, self.payload_signature)
@@ -101,7 +132,8 @@ class Task(Generic[P, R]):
 
     def defer(self, **payload_and_options: Any) -> Enqueued:
         """Enqueue a job; options `delay`, `at`, `key`, `queue`, `priority`, `max_attempts`,
-        `conn` are taken out, every other keyword is the payload."""
+        `misfire`, `misfire_grace`, `rate_key` and `conn` are taken out, every other keyword is
+        the payload."""
         options, payload = _split_options(payload_and_options)
         return self.app.enqueue(self.name, payload, **options)
 
@@ -124,6 +156,9 @@ class App:
         base = config or Config.load(**settings)
         self.config = base.with_dsn(dsn)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, ScheduleSpec] = {}
+        self.limits: dict[str, QueueLimitParams] = {}
+        self.key_limits: dict[tuple[str, str], KeyLimit] = {}
         self._store: JobStore | None = None
         self._store_lock = threading.Lock()
 
@@ -142,6 +177,8 @@ class App:
         backoff: Backoff | None = None,
         lease: float | None = None,
         priority: int = 0,
+        misfire: str = "run_late",
+        misfire_grace: timedelta | float | str | None = None,
     ) -> _TaskDecorator: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the optional positional-only `fn`
@@ -155,8 +192,14 @@ class App:
         backoff: Backoff | None = None,
         lease: float | None = None,
         priority: int = 0,
+        misfire: str = "run_late",
+        misfire_grace: timedelta | float | str | None = None,
     ) -> Any:
-        """Register a handler, as `@app.task` or `@app.task(queue=..., ...)`."""
+        """Register a handler, as `@app.task` or `@app.task(queue=..., ...)`.
+
+        `misfire="skip"` with a `misfire_grace` makes its jobs end `skipped` when a worker gets
+        to them later than the grace; the default, "run_late", runs them however late."""
+        rule = job_misfire(misfire, misfire_grace)
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task = Task(
@@ -168,6 +211,7 @@ class App:
                 backoff=backoff or Backoff(),
                 lease=lease or self.config.default_lease,
                 priority=priority,
+                misfire=rule,
             )
             if task.name in self.tasks:
                 raise ConfigError(f"task {task.name!r} is registered twice")
@@ -226,11 +270,30 @@ class App:
         key: str | None = None,
         priority: int | None = None,
         max_attempts: int | None = None,
+        misfire: str | None = None,
+        misfire_grace: timedelta | float | str | None = None,
+        rate_key: str | None = None,
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one job. With `conn` (a psycopg or sqlite3 connection in an open
-        transaction) the job exists if and only if that transaction commits."""
-        spec = JobSpec(task, payload, at or run_at, delay, queue, key, priority, max_attempts)
+        transaction) the job exists if and only if that transaction commits.
+
+        `misfire="skip"` with `misfire_grace` (a duration) ends the job `skipped` if a worker
+        gets to it later than the grace. `rate_key` names the key whose limit it counts against
+        (see `App.limit_keys`)."""
+        spec = JobSpec(
+            task,
+            payload,
+            at or run_at,
+            delay,
+            queue,
+            key,
+            priority,
+            max_attempts,
+            misfire,
+            misfire_grace,
+            rate_key,
+        )
         return self.store.job_insert_many([self.prepare(spec)], conn=conn)[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
@@ -288,6 +351,7 @@ class App:
             known.payload_shape.check(spec.payload or {})
         if spec.at is not None and spec.delay is not None:
             raise ConfigError("give either `at` or `delay`, not both")
+        misfire = _misfire(spec, known)
         return JobInsertParams(
             queue=queue,
             task=spec.task,
@@ -298,6 +362,11 @@ class App:
             max_attempts=_max_attempts(spec, known),
             lease_seconds=known.lease if known else self.config.default_lease,
             key=check_key(spec.key),
+            misfire=str(misfire.policy),
+            misfire_grace=(
+                misfire.grace.total_seconds() if misfire.policy is MisfirePolicy.SKIP else None
+            ),
+            rate_key=check_key(spec.rate_key, field="rate_key"),
         )
 
     def _queue_for(self, spec: JobSpec, known: Task[Any, Any] | None) -> str:
@@ -311,10 +380,163 @@ class App:
             )
         return queue
 
+    # -- schedules and limits -------------------------------------------------------------
+
+    def schedule(
+        self,
+        cadence: str,
+        task: str | Task[Any, Any] | None = None,
+        *,
+        name: str | None = None,
+        tz: str = "UTC",
+        payload: dict[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        misfire: str = "coalesce",
+        grace: timedelta | float | str | None = None,
+        catch_up: int | None = None,
+        jitter: timedelta | float | str | None = None,
+    ) -> Any:
+        """Declare a recurring schedule, stored when a scheduler starts (`App.sync`).
+
+        `cadence` is a cron expression ("0 9 * * mon-fri") or an interval ("every 30s"),
+        read in the IANA zone `tz`. `misfire` says what happens to ticks the scheduler got
+        to later than `grace`: "coalesce" (the default: one job for all of them, carrying
+        their count), "run_late", "skip", or "catch_up" with `catch_up=N`. `jitter` spreads
+        each tick's run over a window. Without `task`, it decorates a task or a function
+        (registered as a task)::
+
+            @app.schedule("0 9 * * *", tz="Europe/Paris")
+            @app.task
+            def digest() -> None: ...
+        """
+
+        def declare(target: str | Task[Any, Any] | Callable[..., Any]) -> Any:
+            bound = target if isinstance(target, str | Task) else self.task(target)
+            task_name = bound if isinstance(bound, str) else bound.name
+            spec = self.schedule_spec(
+                name=name or task_name,
+                cadence=cadence,
+                task=task_name,
+                zone=tz,
+                payload=payload,
+                queue=queue,
+                priority=priority,
+                misfire=misfire,
+                grace=grace,
+                catch_up=catch_up,
+                jitter=jitter,
+            )
+            if spec.name in self.schedules:
+                raise ConfigError(f"schedule {spec.name!r} is declared twice")
+            self.schedules[spec.name] = spec
+            return target if task is None else spec
+
+        return declare(task) if task is not None else declare
+
+    def schedule_spec(
+        self,
+        *,
+        name: str,
+        cadence: str,
+        task: str,
+        zone: str = "UTC",
+        payload: dict[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        misfire: str = "coalesce",
+        grace: timedelta | float | str | None = None,
+        catch_up: int | None = None,
+        jitter: timedelta | float | str | None = None,
+    ) -> ScheduleSpec:
+        """Validate a schedule against this app: its task, payload, queue and timing."""
+        job = self.prepare(JobSpec(task, payload, queue=queue, priority=priority))
+        return ScheduleSpec.build(
+            name=name,
+            cadence=cadence,
+            task=task,
+            queue=job.queue,
+            payload=payload,
+            zone=zone,
+            priority=job.priority,
+            misfire=misfire,
+            grace=grace,
+            catch_up=catch_up,
+            jitter=jitter,
+        )
+
+    def add_schedule(self, spec: ScheduleSpec, *, origin: str = "cli") -> bool:
+        """Store a schedule now (the CLI's `schedule add`); True when it is new."""
+        return self.store.schedule_upsert(schedule_params(spec, self.config.payload_limit, origin))
+
+    def limit(
+        self,
+        queue: str,
+        *,
+        rate: str | None = None,
+        burst: float | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        """Declare a queue's limits, applied by every worker and scheduler at start: `rate`
+        ("200/s", "5000/m") across all workers, as a token bucket of `burst` jobs (default:
+        50 ms worth), and at most `concurrency` of its jobs running at once."""
+        self.limits[queue] = queue_limit_params(queue, rate, burst, concurrency)
+
+    def limit_keys(
+        self, queue: str, pattern: str, *, rate: str, burst: float | None = None
+    ) -> None:
+        """Declare a rate for each `rate_key` of `queue`'s jobs matching the glob `pattern`
+        ("customer:*"), each key with a bucket of its own."""
+        self.key_limits[(check_name("queue", queue), pattern)] = key_limit(pattern, rate, burst)
+
+    def sync(self) -> SyncReport:
+        """Store the declared limits and schedules (what `chronoq scheduler` does at start)."""
+        self.sync_limits()
+        return self.sync_schedules()
+
+    def sync_limits(self) -> None:
+        """Store the declared queue and key limits (every worker does this at start)."""
+        for limits in self.limits.values():
+            self.store.queue_limit(limits)
+        for (queue, _), limit in self.key_limits.items():
+            self.store.key_limit_set(queue, limit)
+
+    def sync_schedules(self) -> SyncReport:
+        """Store the declared schedules. Each keeps its cursor, counters and pause; stored
+        schedules once declared in code but not by this app are reported, not removed
+        (another deployment may still declare them)."""
+        report = SyncReport()
+        for spec in self.schedules.values():
+            params = schedule_params(spec, self.config.payload_limit, "code")
+            created = self.store.schedule_upsert(params)
+            (report.created if created else report.updated).append(spec.name)
+        report.undeclared = [
+            schedule.name
+            for schedule in self.store.schedule_list()
+            if schedule.origin == "code" and schedule.name not in self.schedules
+        ]
+        for name in report.undeclared:
+            log.warning(
+                "schedule %s was declared in code but is not declared by this app; it keeps "
+                "firing until `chronoq schedule remove %s`",
+                name,
+                name,
+                extra={"action": "app.sync", "schedule": name},
+            )
+        return report
+
     # -- reading --------------------------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(job_id)
+
+
+def _misfire(spec: JobSpec, known: Task[Any, Any] | None) -> Misfire:
+    """The job's own misfire rule, else its task's, else "run_late"."""
+    if spec.misfire is None and spec.misfire_grace is None:
+        return known.misfire if known is not None else RUN_LATE
+    policy = spec.misfire or (known.misfire.policy if known is not None else "skip")
+    return job_misfire(str(policy), spec.misfire_grace)
 
 
 def _max_attempts(spec: JobSpec, known: Task[Any, Any] | None) -> int | None:
@@ -367,7 +589,7 @@ def _split_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 def _spec_from_options(
     task: str, payload: dict[str, Any] | None, options: dict[str, Any]
 ) -> JobSpec:
-    unknown = set(options) - {"at", "run_at", "delay", "queue", "key", "priority", "max_attempts"}
+    unknown = set(options) - (RESERVED_OPTIONS - {"conn"} | {"run_at"})
     if unknown:
         raise ConfigError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
     return JobSpec(
@@ -379,6 +601,9 @@ def _spec_from_options(
         options.get("key"),
         options.get("priority"),
         options.get("max_attempts"),
+        options.get("misfire"),
+        options.get("misfire_grace"),
+        options.get("rate_key"),
     )
 
 

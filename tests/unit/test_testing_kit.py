@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import chronoq
-from chronoq.testing import assert_enqueued, drain, enqueued
+from chronoq.testing import StaticElector, assert_enqueued, drain, enqueued, fire_schedules
 
 
 def test_assert_enqueued_then_drain(tmp_path: Path) -> None:
@@ -28,3 +28,30 @@ def test_assert_enqueued_then_drain(tmp_path: Path) -> None:
         assert sent == ["a@example.com"]
         assert enqueued(app, "send_email") == []
         assert [j.id for j in enqueued(app, statuses=[chronoq.JobStatus.DONE])] == [job.id]
+
+
+def test_fire_schedules_runs_one_pass_of_the_cron_enqueuer(tmp_path: Path) -> None:
+    with chronoq.App(f"sqlite:///{tmp_path / 'jobs.db'}") as app:
+
+        @app.schedule("every 1s")
+        @app.task
+        def tick() -> None:
+            pass
+
+        fired = fire_schedules(app)
+        assert fired >= 4  # the ticks of the next five seconds are enqueued ahead
+        jobs = enqueued(app, "tick")
+        assert len(jobs) == fired
+        assert all(job.schedule == "tick" and job.tick == job.run_at for job in jobs)
+        fire_schedules(app)  # again: only ticks that entered the lookahead since are new
+        ticks = [job.tick for job in enqueued(app, "tick")]
+        assert len(ticks) == len(set(ticks)) >= len(jobs)
+
+
+def test_a_static_elector_leads_or_never_does() -> None:
+    leader = StaticElector()
+    term = leader.attempt()
+    assert term is not None and term.holder == "static"
+    leader.resign()
+    assert leader.attempt() is None
+    assert StaticElector(leader=False).attempt() is None

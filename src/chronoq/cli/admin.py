@@ -47,6 +47,9 @@ def enqueue(run: Invocation) -> int:
             key=args.key,
             priority=args.priority,
             max_attempts=args.max_attempts,
+            misfire=args.misfire,
+            misfire_grace=args.misfire_grace,
+            rate_key=args.rate_key,
         )
     if run.wants_json:
         run.out.json({"id": result.id, "created": result.created})

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from chronoq import __version__
-from chronoq.cli import admin
+from chronoq.cli import admin, schedules
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -43,6 +43,20 @@ HANDLERS: dict[str, Handler] = {
     "dead list": admin.dead_list,
     "dead requeue": admin.dead_requeue,
     "dead purge": admin.dead_purge,
+    "scheduler": schedules.scheduler,
+    "schedule add": schedules.schedule_add,
+    "schedule list": schedules.schedule_list,
+    "schedule show": schedules.schedule_show,
+    "schedule pause": schedules.schedule_pause,
+    "schedule resume": schedules.schedule_resume,
+    "schedule remove": schedules.schedule_remove,
+    "schedule preview": schedules.schedule_preview,
+    "queue list": schedules.queue_list,
+    "queue pause": schedules.queue_pause,
+    "queue resume": schedules.queue_resume,
+    "queue limit": schedules.queue_limit,
+    "queue limit-key": schedules.queue_limit_key,
+    "queue unlimit-key": schedules.queue_unlimit_key,
     "stats": admin.stats,
     "demo": demo,
 }
@@ -61,7 +75,7 @@ def main(
         args = _parse(arguments, out)
         if args is None:
             return 0  # --help or --version was printed
-        quiet = args.command != "worker"
+        quiet = args.command not in ("worker", "scheduler")
         with _connection_retries_unlogged() if quiet else contextlib.nullcontext():
             return int(args.handler(Invocation(args, out, arguments)))
     except UsageError as exc:

@@ -19,9 +19,11 @@ from chronoq.errors import ChronoqError
 MAX_JOB_ID = 2**63 - 1
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
-    None: "migrate, worker, enqueue, jobs, dead, stats, demo",
+    None: "migrate, worker, scheduler, enqueue, jobs, dead, schedule, queue, stats, demo",
     "jobs": "list, show, cancel",
     "dead": "list, requeue, purge",
+    "schedule": "add, list, show, pause, resume, remove, preview",
+    "queue": "list, pause, resume, limit, limit-key, unlimit-key",
 }
 
 
@@ -161,9 +163,19 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
     migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
     _add_json(migrate)
     _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."))
+    _add_scheduler(
+        command(
+            commands,
+            "scheduler",
+            "scheduler",
+            "Run the leader-only services (cron, lease rescuer, pruner) when elected.",
+        )
+    )
     _add_enqueue(command(commands, "enqueue", "enqueue", "Enqueue one job; prints its id."))
     _add_jobs(commands, command)
     _add_dead(commands, command)
+    _add_schedule(commands, command)
+    _add_queue(commands, command)
     _add_json(command(commands, "stats", "stats", "Count jobs per queue and status."))
     demo = command(commands, "demo", "demo", "Run a short live demonstration on SQLite.")
     demo.add_argument(
@@ -228,6 +240,13 @@ def _add_enqueue(enqueue: ArgumentParser) -> None:
     enqueue.add_argument("--max-attempts", type=positive_int, metavar="N")
     enqueue.add_argument("--priority", type=whole_number, metavar="N", help="higher runs first")
     enqueue.add_argument(
+        "--misfire", choices=("run_late", "skip"), help="skip: end skipped if picked up late"
+    )
+    enqueue.add_argument(
+        "--misfire-grace", type=duration, metavar="DURATION", help="how late still runs (1m)"
+    )
+    enqueue.add_argument("--rate-key", metavar="KEY", help="the key its rate limit counts on")
+    enqueue.add_argument(
         "--app", metavar="MODULE:APP", help="check the task and payload against this App"
     )
     _add_json(enqueue)
@@ -272,3 +291,92 @@ def _add_dead(commands: Any, command: Callable[..., ArgumentParser]) -> None:
     )
     purge.add_argument("--queue")
     _add_json(purge)
+
+
+def _add_scheduler(scheduler: ArgumentParser) -> None:
+    scheduler.add_argument(
+        "--app", required=True, metavar="MODULE:APP", help="the App, e.g. myproject.tasks:app"
+    )
+    scheduler.add_argument(
+        "--retention",
+        type=duration,
+        metavar="DURATION",
+        help="delete finished jobs this old (default 7d)",
+    )
+    scheduler.add_argument(
+        "--lookahead",
+        type=duration,
+        metavar="DURATION",
+        help="enqueue ticks this far ahead of their time (default 5s)",
+    )
+    scheduler.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+
+
+def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    schedule = commands.add_parser(
+        "schedule", help="Add, list, pause and preview recurring schedules.", allow_abbrev=False
+    )
+    group = schedule.add_subparsers(dest="schedule_command", metavar="COMMAND")
+    add = command(group, "add", "schedule add", "Add or replace a schedule.")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("cadence", metavar="CADENCE", help='cron ("0 9 * * *") or "every 30s"')
+    add.add_argument("--task", required=True)
+    add.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA time zone (UTC)")
+    add.add_argument("--payload", type=json_object, metavar="JSON", help="a JSON object")
+    add.add_argument("--queue")
+    add.add_argument("--priority", type=whole_number, metavar="N")
+    add.add_argument(
+        "--misfire",
+        default="coalesce",
+        metavar="POLICY",
+        help="run_late, skip, coalesce (default) or catch_up",
+    )
+    add.add_argument("--grace", metavar="DURATION", help="misfire grace (default 1m)")
+    add.add_argument("--catch-up", type=positive_int, metavar="N", help="with catch_up")
+    add.add_argument("--jitter", metavar="DURATION", help="spread each run over this window")
+    add.add_argument("--app", metavar="MODULE:APP", help="check the task and payload")
+    _add_json(add)
+    _add_json(command(group, "list", "schedule list", "List schedules."))
+    for name, text in (
+        ("show", "Show a schedule: its next ticks and what it fired."),
+        ("pause", "Pause a schedule; its ticks not yet due are cancelled."),
+        ("resume", "Resume a schedule from now on."),
+        ("remove", "Remove a schedule and cancel its pending jobs."),
+    ):
+        sub = command(group, name, f"schedule {name}", text)
+        sub.add_argument("name", metavar="NAME")
+        _add_json(sub)
+    preview = command(group, "preview", "schedule preview", "Print the next fire instants.")
+    preview.add_argument("cadence", metavar="CADENCE", help='cron ("0 9 * * *") or "every 30s"')
+    preview.add_argument("--tz", default="UTC", metavar="ZONE")
+    preview.add_argument("--from", dest="start", type=instant, metavar="ISO8601")
+    preview.add_argument("--count", type=positive_int, default=5, metavar="N")
+    _add_json(preview)
+
+
+def _add_queue(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    queue = commands.add_parser(
+        "queue", help="Pause, resume and rate-limit queues.", allow_abbrev=False
+    )
+    group = queue.add_subparsers(dest="queue_command", metavar="COMMAND")
+    _add_json(command(group, "list", "queue list", "List queue settings."))
+    for name, text in (("pause", "Stop claiming from a queue."), ("resume", "Claim again.")):
+        sub = command(group, name, f"queue {name}", text)
+        sub.add_argument("queue", metavar="QUEUE")
+        _add_json(sub)
+    limit = command(group, "limit", "queue limit", "Set (or, without options, clear) limits.")
+    limit.add_argument("queue", metavar="QUEUE")
+    limit.add_argument("--rate", metavar="RATE", help="jobs per time: 200/s, 5000/m")
+    limit.add_argument("--burst", type=float, metavar="N", help="bucket size (50 ms of rate)")
+    limit.add_argument("--concurrency", type=positive_int, metavar="N", help="most running")
+    _add_json(limit)
+    key = command(group, "limit-key", "queue limit-key", "Rate-limit each matching rate key.")
+    key.add_argument("queue", metavar="QUEUE")
+    key.add_argument("pattern", metavar="PATTERN", help="a glob: customer:*")
+    key.add_argument("--rate", required=True, metavar="RATE")
+    key.add_argument("--burst", type=float, metavar="N")
+    _add_json(key)
+    unkey = command(group, "unlimit-key", "queue unlimit-key", "Remove a key limit.")
+    unkey.add_argument("queue", metavar="QUEUE")
+    unkey.add_argument("pattern", metavar="PATTERN")
+    _add_json(unkey)

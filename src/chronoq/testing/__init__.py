@@ -17,14 +17,16 @@ milliseconds and behaves exactly as production storage does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.app import App
 from chronoq.core.jobs import Job, JobStatus
-from chronoq.storage.base import JobListParams
+from chronoq.scheduler.services import CronEnqueuer
+from chronoq.storage.base import JobListParams, LeaderTerm
 from chronoq.worker.worker import Worker, WorkerOptions, WorkerStats
 
-__all__ = ["assert_enqueued", "drain", "enqueued"]
+__all__ = ["StaticElector", "assert_enqueued", "drain", "enqueued", "fire_schedules"]
 
 
 def drain(app: App, *, queues: Sequence[str] | None = None, concurrency: int = 4) -> WorkerStats:
@@ -52,3 +54,35 @@ def assert_enqueued(app: App, task: str, **payload: Any) -> Job:
         f"no pending {task!r} job with payload containing {payload!r}; "
         f"{len(candidates)} pending {task!r} job(s){': ' + repr(shown) if shown else ''}"
     )
+
+
+def fire_schedules(app: App) -> int:
+    """Store the app's declared schedules and limits, then run one pass of the cron enqueuer
+    (as the scheduler leader would): ticks due now or within its lookahead become jobs.
+    Returns how many tick jobs were inserted."""
+    app.sync()
+    enqueuer = CronEnqueuer(app)
+    enqueuer.run_once()
+    return enqueuer.fired
+
+
+class StaticElector:
+    """A `LeaderElector` that always (or never) leads, for running a `chronoq.Scheduler` in
+    tests without an election: `Scheduler(app, elector=StaticElector())`."""
+
+    def __init__(self, leader: bool = True, holder: str = "static") -> None:
+        self.holder = holder
+        self.leader = leader
+        self._since = datetime.now(UTC)
+
+    def attempt(self) -> LeaderTerm | None:
+        if not self.leader:
+            return None
+        now = datetime.now(UTC)
+        return LeaderTerm("scheduler", self.holder, 1, self._since, now, now + timedelta(days=1))
+
+    def resign(self) -> None:
+        self.leader = False
+
+    def close(self) -> None:
+        self.resign()

@@ -82,6 +82,21 @@ class JobContext:
         return self.job.started_at
 
     @property
+    def schedule(self) -> str | None:
+        """The schedule that fired this job, if a schedule did."""
+        return self.job.schedule
+
+    @property
+    def tick(self) -> datetime | None:
+        """The tick this job stands for (before jitter): the instant it was due to fire."""
+        return self.job.tick
+
+    @property
+    def ticks(self) -> int:
+        """How many ticks this job stands for: above 1 when missed ticks were coalesced."""
+        return self.job.ticks
+
+    @property
     def ref(self) -> JobLeaseRef:
         return JobLeaseRef(self.job.id, self.job.lease_token)
 

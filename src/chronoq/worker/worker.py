@@ -188,6 +188,8 @@ class Worker:
         self._runtime = _Runtime(asyncio.get_running_loop())
         if install_signal_handlers:
             self._install_signal_handlers()
+        if self.app.limits or self.app.key_limits:
+            await self._io(self.app.sync_limits)
         log.info(
             "worker %s serving %s (concurrency %d)",
             self.worker_id,

@@ -1,0 +1,305 @@
+"""Commands for time: `schedule ...`, `queue ...` and `scheduler`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from rich.table import Table
+
+from chronoq.cli.apps import open_app
+from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
+from chronoq.cli.worker import configure_logging
+from chronoq.core.cron import parse_cadence, preview
+from chronoq.core.durations import format_duration
+from chronoq.core.schedules import Schedule
+from chronoq.errors import InvalidSchedule, ScheduleNotFound
+from chronoq.scheduler.runner import Scheduler, SchedulerOptions
+from chronoq.scheduling import key_limit, queue_limit_params
+from chronoq.storage.base import QueueSettings
+
+SHOW_NEXT = 5
+
+
+# -- schedule ---------------------------------------------------------------------------------
+
+
+def schedule_add(run: Invocation) -> int:
+    args = run.args
+    with open_app(run.dsn, args.app) as app:
+        spec = app.schedule_spec(
+            name=args.name,
+            cadence=args.cadence,
+            task=args.task,
+            zone=args.tz,
+            payload=args.payload,
+            queue=args.queue,
+            priority=args.priority,
+            misfire=args.misfire,
+            grace=args.grace,
+            catch_up=args.catch_up,
+            jitter=args.jitter,
+        )
+        created = app.add_schedule(spec)
+        stored = app.store.schedule_get(spec.name)
+    assert stored is not None
+    if run.wants_json:
+        run.out.json({"created": created, "schedule": stored.to_json()})
+    else:
+        run.out.line(f"{'added' if created else 'replaced'} schedule {spec.name}")
+        _show_next(run, stored)
+    return EXIT_OK
+
+
+def schedule_list(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        schedules = app.store.schedule_list()
+    if run.wants_json:
+        run.out.json([schedule.to_json() for schedule in schedules])
+        return EXIT_OK
+    table = Table(title="schedules", title_justify="left")
+    for column in ("name", "cadence", "zone", "task", "queue", "misfire", "state", "next tick"):
+        table.add_column(column)
+    for column in ("fired", "late", "skipped", "coalesced"):
+        table.add_column(column, justify="right")
+    for s in schedules:
+        table.add_row(
+            s.name,
+            s.cadence,
+            s.zone,
+            s.task,
+            s.queue,
+            _misfire_text(s),
+            "paused" if s.paused else "active",
+            _next_text(s),
+            str(s.fired),
+            str(s.late),
+            str(s.skipped),
+            str(s.coalesced),
+        )
+    run.out.show(table)
+    return EXIT_OK
+
+
+def schedule_show(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        schedule = _required(app.store.schedule_get(run.args.name), run.args.name)
+    if run.wants_json:
+        run.out.json(schedule.to_json() | {"next": [t.isoformat() for t in _upcoming(schedule)]})
+        return EXIT_OK
+    rows = [
+        ("cadence", f"{schedule.cadence} ({schedule.zone})"),
+        ("task", f"{schedule.task} on queue {schedule.queue}, priority {schedule.priority}"),
+        ("payload", str(schedule.payload)),
+        ("misfire", _misfire_text(schedule)),
+        ("jitter", format_duration(timedelta(seconds=schedule.jitter))),
+        ("state", "paused" if schedule.paused else "active"),
+        ("origin", "declared in code" if schedule.origin == "code" else "added at run time"),
+        ("handled up to", schedule.tick_cursor.isoformat()),
+        ("fired", str(schedule.fired)),
+        ("late", _late_text(schedule)),
+        ("skipped", str(schedule.skipped)),
+        ("coalesced", str(schedule.coalesced)),
+        ("last fired", schedule.last_fired.isoformat() if schedule.last_fired else "never"),
+    ]
+    for label, value in rows:
+        run.out.line(f"{label:>14}: {value}")
+    _show_next(run, schedule)
+    return EXIT_OK
+
+
+def schedule_pause(run: Invocation) -> int:
+    return _set_paused(run, paused=True)
+
+
+def schedule_resume(run: Invocation) -> int:
+    return _set_paused(run, paused=False)
+
+
+def schedule_remove(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        removed = app.store.schedule_remove(run.args.name)
+    if run.wants_json:
+        run.out.json({"removed": removed})
+    if not removed:
+        run.out.error(f"no schedule named {run.args.name!r}")
+        return EXIT_FAILURE
+    if not run.wants_json:
+        run.out.line(f"removed schedule {run.args.name}; its pending jobs were cancelled")
+    return EXIT_OK
+
+
+def schedule_preview(run: Invocation) -> int:
+    args = run.args
+    cadence = parse_cadence(args.cadence, args.tz)
+    start = args.start or datetime.now(UTC)
+    ticks = preview(cadence, start, args.count)
+    if run.wants_json:
+        run.out.json([tick.isoformat() for tick in ticks])
+    else:
+        for tick in ticks:
+            run.out.line(tick.isoformat())
+    return EXIT_OK
+
+
+def _set_paused(run: Invocation, *, paused: bool) -> int:
+    with open_app(run.dsn) as app:
+        schedule = _required(app.store.schedule_pause(run.args.name, paused), run.args.name)
+    if run.wants_json:
+        run.out.json(schedule.to_json())
+    else:
+        state = "paused" if paused else "resumed"
+        run.out.line(f"{state} schedule {schedule.name}")
+    return EXIT_OK
+
+
+def _required(schedule: Schedule | None, name: str) -> Schedule:
+    if schedule is None:
+        raise ScheduleNotFound(f"no schedule named {name!r}")
+    return schedule
+
+
+def _upcoming(schedule: Schedule) -> list[datetime]:
+    cadence = schedule.parsed_cadence()
+    return preview(cadence, schedule.tick_cursor, SHOW_NEXT)
+
+
+def _show_next(run: Invocation, schedule: Schedule) -> None:
+    try:
+        ticks = _upcoming(schedule)
+    except InvalidSchedule as exc:
+        run.out.note(f"cannot list its next ticks: {exc}")
+        return
+    run.out.line("next ticks:")
+    for tick in ticks:
+        run.out.line(f"  {tick.isoformat()}")
+
+
+def _misfire_text(s: Schedule) -> str:
+    bound = f" {s.catch_up}" if s.catch_up is not None else ""
+    return f"{s.misfire}{bound} after {s.describe_grace()}"
+
+
+def _late_text(s: Schedule) -> str:
+    if not s.late:
+        return "0"
+    mean = format_duration(timedelta(seconds=s.lateness_mean))
+    worst = format_duration(timedelta(seconds=s.lateness_max))
+    return f"{s.late} (mean {mean}, max {worst})"
+
+
+def _next_text(s: Schedule) -> str:
+    return s.next_tick.isoformat() if s.next_tick is not None and not s.paused else "-"
+
+
+# -- queue ------------------------------------------------------------------------------------
+
+
+def queue_list(run: Invocation) -> int:
+    with open_app(run.dsn) as app:
+        queues = app.store.queue_list()
+    if run.wants_json:
+        run.out.json([_queue_json(queue) for queue in queues])
+        return EXIT_OK
+    table = Table(title="queues with settings", title_justify="left")
+    for column in ("queue", "state", "rate", "burst", "concurrency", "key limits"):
+        table.add_column(column)
+    for queue in queues:
+        table.add_row(
+            queue.name,
+            "paused" if queue.paused else "active",
+            _rate_text(queue.rate),
+            f"{queue.burst:g}" if queue.burst is not None else "-",
+            str(queue.concurrency) if queue.concurrency is not None else "-",
+            ", ".join(f"{k.pattern} {_rate_text(k.rate)}" for k in queue.key_limits) or "-",
+        )
+    run.out.show(table)
+    return EXIT_OK
+
+
+def queue_pause(run: Invocation) -> int:
+    return _queue_paused(run, paused=True)
+
+
+def queue_resume(run: Invocation) -> int:
+    return _queue_paused(run, paused=False)
+
+
+def queue_limit(run: Invocation) -> int:
+    args = run.args
+    params = queue_limit_params(args.queue, args.rate, args.burst, args.concurrency)
+    with open_app(run.dsn) as app:
+        queue = app.store.queue_limit(params)
+    return _print_queue(run, queue, "limits set" if queue.limited else "limits cleared")
+
+
+def queue_limit_key(run: Invocation) -> int:
+    args = run.args
+    limit = key_limit(args.pattern, args.rate, args.burst)
+    with open_app(run.dsn) as app:
+        queue = app.store.key_limit_set(args.queue, limit)
+    return _print_queue(run, queue, f"each key matching {args.pattern} limited")
+
+
+def queue_unlimit_key(run: Invocation) -> int:
+    args = run.args
+    with open_app(run.dsn) as app:
+        removed = app.store.key_limit_remove(args.queue, args.pattern)
+        queue = app.store.queue_get(args.queue)
+    if not removed:
+        run.out.error(f"queue {args.queue!r} has no key limit {args.pattern!r}")
+        return EXIT_FAILURE
+    return _print_queue(run, queue, f"key limit {args.pattern} removed")
+
+
+def _queue_paused(run: Invocation, *, paused: bool) -> int:
+    with open_app(run.dsn) as app:
+        queue = app.store.queue_pause(run.args.queue, paused)
+    return _print_queue(run, queue, "paused" if paused else "resumed")
+
+
+def _print_queue(run: Invocation, queue: QueueSettings, what: str) -> int:
+    if run.wants_json:
+        run.out.json(_queue_json(queue))
+    else:
+        run.out.line(f"queue {queue.name}: {what}")
+    return EXIT_OK
+
+
+def _queue_json(queue: QueueSettings) -> dict[str, object]:
+    return {
+        "name": queue.name,
+        "paused": queue.paused,
+        "rate_per_second": queue.rate,
+        "burst": queue.burst,
+        "concurrency": queue.concurrency,
+        "key_limits": [
+            {"pattern": k.pattern, "rate_per_second": k.rate, "burst": k.burst}
+            for k in queue.key_limits
+        ],
+    }
+
+
+def _rate_text(rate: float | None) -> str:
+    return f"{rate:g}/s" if rate is not None else "-"
+
+
+# -- scheduler --------------------------------------------------------------------------------
+
+
+def scheduler(run: Invocation) -> int:
+    args = run.args
+    app = open_app(run.dsn, args.app)
+    defaults = SchedulerOptions()
+    options = SchedulerOptions(
+        lookahead=args.lookahead if args.lookahead is not None else defaults.lookahead,
+        retention=args.retention if args.retention is not None else defaults.retention,
+    )
+    service = Scheduler(app, options)
+    configure_logging(args.log_level, run.out.stderr)
+    # One clear line when the database is unreachable or not migrated, before the loop.
+    app.store.schedule_due(options.lookahead)
+    try:
+        service.run()
+    finally:
+        app.close()
+    return EXIT_OK

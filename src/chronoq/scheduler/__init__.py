@@ -1,0 +1,1 @@
+"""Leader-only services and the process that runs them: `chronoq scheduler`."""

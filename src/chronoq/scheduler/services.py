@@ -1,0 +1,199 @@
+"""The leader-only services: cron enqueuer, lease rescuer, pruner.
+
+Each is a small `Service`: `run_once()` does one pass and returns how long until it wants to
+run again. Only the elected leader runs them (see `chronoq.scheduler.runner`); each pass is also
+safe if two leaders overlap for a moment, so a split brain costs work, never a double fire.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from chronoq.core.cron import jitter_offset
+from chronoq.core.misfire import MisfirePolicy, resolve
+from chronoq.core.schedules import Schedule
+from chronoq.core.validate import encode_payload
+from chronoq.errors import ChronoqError
+from chronoq.storage.base import (
+    JobInsertParams,
+    JobPruneParams,
+    JobRescueParams,
+    ScheduleAdvance,
+)
+
+if TYPE_CHECKING:
+    from chronoq.app import App
+
+log = logging.getLogger("chronoq.scheduler")
+
+
+class Service:
+    """One leader-only duty. `interval` is the longest it waits between passes."""
+
+    name = "service"
+    interval = 60.0
+
+    def run_once(self) -> float:
+        """One pass; returns the seconds until the next (at most `interval`)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class CronOptions:
+    # Ticks are enqueued this far ahead of their time, so they run on time even across a
+    # failover shorter than this, and a worker's timer, not the scheduler's, starts them.
+    lookahead: timedelta = timedelta(seconds=5)
+    interval: float = 1.0
+
+
+class CronEnqueuer(Service):
+    """Turns schedule ticks into jobs, each keyed by (schedule, tick)."""
+
+    name = "cron"
+
+    def __init__(self, app: App, options: CronOptions | None = None) -> None:
+        self.app = app
+        self.options = options or CronOptions()
+        self.interval = self.options.interval
+        self.fired = 0
+
+    def run_once(self) -> float:
+        store = self.app.store
+        due = store.schedule_due(self.options.lookahead)
+        if due.names:
+            for name in due.names:
+                self._advance(name)
+            # A pass handles a bounded number of ticks: what is left is due again at once.
+            due = store.schedule_due(self.options.lookahead)
+            if due.names:
+                return 0.0
+        return self._until_next(due.next_tick, due.db_now)
+
+    def _advance(self, name: str) -> None:
+        try:
+            advance = self.app.store.schedule_advance(name, self._decide)
+        except ChronoqError as exc:
+            log.error(
+                "schedule %s: pass failed: %s",
+                name,
+                exc,
+                extra={"action": "scheduler.cron", "schedule": name},
+            )
+            return
+        if advance is not None:
+            self._log_pass(name, advance)
+
+    def _until_next(self, next_tick: datetime | None, now: datetime) -> float:
+        if next_tick is None:
+            return self.interval
+        wait = (next_tick - self.options.lookahead - now).total_seconds()
+        return min(self.interval, max(0.0, wait))
+
+    def _decide(self, schedule: Schedule, now: datetime) -> ScheduleAdvance | None:
+        cadence = schedule.parsed_cadence()
+        misfire = schedule.misfire_rule
+        resolution = resolve(cadence, schedule.tick_cursor, now, self.options.lookahead, misfire)
+        advance = ScheduleAdvance(
+            cursor=resolution.cursor,
+            next_tick=cadence.next_after(resolution.cursor),
+            skipped=resolution.skipped,
+            coalesced=resolution.coalesced,
+        )
+        for fire in resolution.fires:
+            advance.jobs.append(self._job(schedule, fire.tick, fire.ticks))
+            late = fire.late.total_seconds()
+            if late > 0:
+                advance.late += 1
+                advance.lateness_total += late
+                advance.lateness_max = max(advance.lateness_max, late)
+        return advance
+
+    def _job(self, schedule: Schedule, tick: datetime, ticks: int) -> JobInsertParams:
+        task = self.app.tasks.get(schedule.task)
+        skip = schedule.misfire == MisfirePolicy.SKIP
+        window = timedelta(seconds=schedule.jitter)
+        return JobInsertParams(
+            queue=schedule.queue,
+            task=schedule.task,
+            payload_json=encode_payload(
+                schedule.task, schedule.payload, self.app.config.payload_limit
+            ),
+            run_at=tick + jitter_offset(schedule.name, tick, window),
+            priority=schedule.priority,
+            max_attempts=task.max_attempts if task is not None else None,
+            lease_seconds=task.lease if task is not None else self.app.config.default_lease,
+            # A tick of a "skip" schedule that waits in the queue past its grace is skipped
+            # too; the other policies run a fired tick however late a worker gets to it.
+            misfire=MisfirePolicy.SKIP if skip else MisfirePolicy.RUN_LATE,
+            misfire_grace=schedule.misfire_grace if skip else None,
+            schedule=schedule.name,
+            tick=tick,
+            ticks=ticks,
+        )
+
+    def _log_pass(self, name: str, advance: ScheduleAdvance) -> None:
+        self.fired += advance.inserted
+        if not (advance.jobs or advance.skipped or advance.coalesced):
+            return
+        level = logging.WARNING if (advance.late or advance.skipped) else logging.INFO
+        log.log(
+            level,
+            "schedule %s: fired %d tick(s) (%d already fired elsewhere), %d late, "
+            "%d skipped, %d coalesced",
+            name,
+            advance.inserted,
+            len(advance.jobs) - advance.inserted,
+            advance.late,
+            advance.skipped,
+            advance.coalesced,
+            extra={"action": "scheduler.cron", "schedule": name},
+        )
+
+
+class LeaseRescuer(Service):
+    """Puts jobs whose lease expired back to pending (or dead on their last attempt)."""
+
+    name = "rescuer"
+
+    def __init__(self, app: App, interval: float = 5.0) -> None:
+        self.app = app
+        self.interval = interval
+
+    def run_once(self) -> float:
+        result = self.app.store.job_rescue_expired(JobRescueParams())
+        if result.requeued or result.dead:
+            log.warning(
+                "rescued %d job(s) whose lease expired: requeued %s, dead %s",
+                len(result.requeued) + len(result.dead),
+                result.requeued,
+                result.dead,
+                extra={"action": "scheduler.rescue"},
+            )
+        return self.interval
+
+
+class Pruner(Service):
+    """Deletes finished jobs older than the retention, in batches."""
+
+    name = "pruner"
+
+    def __init__(self, app: App, retention: timedelta, interval: float = 60.0) -> None:
+        self.app = app
+        self.retention = retention
+        self.interval = interval
+
+    def run_once(self) -> float:
+        params = JobPruneParams(older_than=self.retention)
+        deleted = self.app.store.job_prune(params)
+        if deleted:
+            log.info(
+                "pruned %d finished job(s) older than %s",
+                deleted,
+                self.retention,
+                extra={"action": "scheduler.prune"},
+            )
+        # A full batch means more is left: come back at once rather than in an interval.
+        return 0.0 if deleted >= params.limit else self.interval
