@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,14 +21,28 @@ def spawner(tmp_path: Path) -> Iterator[Spawner]:
 
 
 @pytest.fixture
-def app_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """`module:app` for the test app, importable here (cwd) and by subprocesses run in tmp_path."""
-    name = f"chronoq_test_app_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(APP_SOURCE)
+def write_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
+    """Writes an app module from its source and returns its `module:app`, importable here (cwd)
+    and by subprocesses run in tmp_path."""
+    written: list[str] = []
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    yield f"{name}:app"
-    sys.modules.pop(name, None)
+
+    def write(source: str) -> str:
+        name = f"chronoq_test_app_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{name}.py").write_text(source)
+        written.append(name)
+        return f"{name}:app"
+
+    yield write
+    for name in written:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def app_spec(write_app: Callable[[str], str]) -> str:
+    """`module:app` for the test app of the command's tests."""
+    return write_app(APP_SOURCE)
 
 
 @pytest.fixture

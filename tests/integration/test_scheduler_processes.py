@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 
@@ -33,13 +30,8 @@ def tick() -> None:
 
 
 @pytest.fixture
-def scheduled_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    name = f"chronoq_scheduled_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(SCHEDULED_APP)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield f"{name}:app"
-    sys.modules.pop(name, None)
+def scheduled_app(write_app: Callable[[str], str]) -> str:
+    return write_app(SCHEDULED_APP)
 
 
 def ticks(reader: App) -> list[object]:

@@ -117,7 +117,7 @@ class SqliteLimitedIO:
             db.execute(Q["job_defer_many"], {"deferrals": json.dumps(deferrals)})
         jobs: list[Job] = []
         if plan.claim:
-            rows = db.execute(Q["job_claim_ids"], _claim_args(plan.claim, at, params)).fetchall()
+            rows = db.execute(Q["job_claim_ids"], claim_ids_args(plan.claim, at, params)).fetchall()
             jobs = [job_from_row(row, micros_to_datetime) for row in rows]
         if plan.key_buckets:
             buckets = [
@@ -133,7 +133,8 @@ class SqliteLimitedIO:
         return jobs
 
 
-def _claim_args(ids: list[int], now: int, params: JobClaimParams) -> dict[str, Any]:
+def claim_ids_args(ids: list[int], now: int, params: JobClaimParams) -> dict[str, Any]:
+    """Arguments of `job_claim_ids`: start these jobs at `now` for the claiming worker."""
     return {
         "ids": json.dumps(ids),
         "now": now,

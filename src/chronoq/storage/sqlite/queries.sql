@@ -89,35 +89,16 @@ WHERE id IN (
 )
   AND misfire = 'skip' AND run_at + CAST(misfire_grace * 1000000 AS INTEGER) < :now
 
--- name: job_claim
+-- name: job_due_ids
 -- Runs inside BEGIN IMMEDIATE: the write lock is taken before the read, so two processes can
--- never pick the same rows (SQLite's stand-in for FOR UPDATE SKIP LOCKED).
-UPDATE chronoq_jobs
-SET status = 'running',
-    attempts = attempts + 1,
-    lease_token = lease_token + 1,
-    worker_id = :worker_id,
-    started_at = :now,
-    -- A job enqueued without a max_attempts of its own takes the claiming worker's task setting.
-    max_attempts = coalesce(
-        max_attempts,
-        (SELECT value FROM json_each(:max_attempts) WHERE key = chronoq_jobs.task),
-        :default_max_attempts),
-    -- The worker's own lease for the task wins: it runs the code and sends the heartbeats.
-    lease_seconds = coalesce(
-        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds),
-    locked_until = :now + CAST(coalesce(
-        (SELECT value FROM json_each(:leases) WHERE key = chronoq_jobs.task), lease_seconds
-    ) * 1000000 AS INTEGER)
-WHERE id IN (
-    SELECT id FROM chronoq_jobs
-    WHERE status = 'pending'
-      AND queue IN (SELECT value FROM json_each(:queues))
-      AND run_at <= :now
-    ORDER BY priority DESC, run_at, id
-    LIMIT :limit
-)
-RETURNING *
+-- never pick the same rows (SQLite's stand-in for FOR UPDATE SKIP LOCKED); job_claim_ids then
+-- starts them.
+SELECT id FROM chronoq_jobs
+WHERE status = 'pending'
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND run_at <= :now
+ORDER BY priority DESC, run_at, id
+LIMIT :limit
 
 -- name: job_claim_limited_lock
 -- The write transaction already serialises claims; this reads the limited queues' state.

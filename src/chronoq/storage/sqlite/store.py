@@ -60,7 +60,7 @@ from chronoq.storage.rows import (
     tick_args,
 )
 from chronoq.storage.sqlfile import load_migrations, load_queries
-from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO
+from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
 
 T = TypeVar("T")
 Q = load_queries("chronoq.storage.sqlite", "queries.sql")
@@ -209,16 +209,10 @@ class SqliteStore:
             return []
         args = {"queues": json.dumps(queues), "limit": params.limit, "now": now}
         db.execute(Q["job_skip_expired"], args)
-        claimed = db.execute(
-            Q["job_claim"],
-            args
-            | {
-                "worker_id": params.worker_id,
-                "leases": json.dumps(dict(params.leases)),
-                "max_attempts": json.dumps(dict(params.max_attempts)),
-                "default_max_attempts": params.default_max_attempts,
-            },
-        ).fetchall()
+        ids = [row["id"] for row in db.execute(Q["job_due_ids"], args)]
+        if not ids:
+            return []
+        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(ids, now, params)).fetchall()
         return [_job(row) for row in claimed]
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
