@@ -57,24 +57,17 @@ def schedule_list(run: Invocation) -> int:
         run.out.json([schedule.to_json() for schedule in schedules])
         return EXIT_OK
     table = Table(title="schedules", title_justify="left")
-    for column in ("name", "cadence", "zone", "task", "queue", "misfire", "state", "next tick"):
+    for column in ("name", "cadence", "task (queue)", "misfire", "next tick"):
         table.add_column(column)
-    for column in ("fired", "late", "skipped", "coalesced"):
-        table.add_column(column, justify="right")
+    table.add_column("fired/late/skipped/coalesced", justify="right")
     for s in schedules:
         table.add_row(
             s.name,
-            s.cadence,
-            s.zone,
-            s.task,
-            s.queue,
+            f"{s.cadence} ({s.zone})",
+            f"{s.task} ({s.queue})",
             _misfire_text(s),
-            "paused" if s.paused else "active",
-            _next_text(s),
-            str(s.fired),
-            str(s.late),
-            str(s.skipped),
-            str(s.coalesced),
+            "paused" if s.paused else _next_text(s),
+            f"{s.fired}/{s.late}/{s.skipped}/{s.coalesced}",
         )
     run.out.show(table)
     return EXIT_OK

@@ -144,7 +144,7 @@ class Scheduler:
         finally:
             elector.close()
             if self.state.term is not None:
-                self._step_down("stopped")
+                self._step_down("stopped", level=logging.INFO)
 
     def _step(self, elector: LeaderElector) -> float:
         self._elect(elector)
@@ -177,8 +177,9 @@ class Scheduler:
         self.state.term = term
         self.state.trusted_until = time.monotonic() + self.options.leader_ttl / 2
 
-    def _step_down(self, why: str) -> None:
-        log.warning(
+    def _step_down(self, why: str, level: int = logging.WARNING) -> None:
+        log.log(
+            level,
             "scheduler %s no longer leads: %s",
             self.holder,
             why,
