@@ -61,6 +61,17 @@ def test_a_rate_limit_spends_its_bucket_and_names_the_next_token(store: Store) -
     assert 3500 < wait <= 3600
 
 
+def test_storing_the_same_rate_again_keeps_the_bucket(store: Store) -> None:
+    insert(store, *[params("slow") for _ in range(10)])
+    limit = QueueLimitParams("slow", rate=1 / 3600, burst=3.0)
+    store.queue_limit(limit)
+    assert len(claim(store, queues=["slow"])) == 3
+    store.queue_limit(limit)  # a worker restarting declares it again: no second burst
+    assert claim(store, queues=["slow"]) == []
+    store.queue_limit(QueueLimitParams("slow", rate=1 / 3600, burst=2.0))  # a new limit
+    assert len(claim(store, queues=["slow"])) == 2
+
+
 def test_a_concurrency_limit_holds_across_claims_until_jobs_finish(store: Store) -> None:
     insert(store, *[params("pool") for _ in range(5)])
     store.queue_limit(QueueLimitParams("pool", concurrency=2))

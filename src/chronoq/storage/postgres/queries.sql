@@ -446,12 +446,19 @@ INSERT INTO chronoq_queues (name, paused) VALUES (%(name)s, %(paused)s)
 ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()
 
 -- name: queue_limit
--- A new or changed rate starts with a full bucket.
+-- A new or changed rate starts with a full bucket; storing the same rate again (every worker
+-- does at start) keeps the bucket as it is, or a restart would grant an extra burst.
 INSERT INTO chronoq_queues (name, rate, burst, concurrency)
 VALUES (%(name)s, %(rate)s, %(burst)s, %(concurrency)s)
 ON CONFLICT (name) DO UPDATE
 SET rate = excluded.rate, burst = excluded.burst, concurrency = excluded.concurrency,
-    tokens = 0, refilled_at = NULL, updated_at = clock_timestamp()
+    tokens = CASE WHEN (chronoq_queues.rate, chronoq_queues.burst)
+                       IS DISTINCT FROM (excluded.rate, excluded.burst)
+                  THEN 0 ELSE chronoq_queues.tokens END,
+    refilled_at = CASE WHEN (chronoq_queues.rate, chronoq_queues.burst)
+                            IS DISTINCT FROM (excluded.rate, excluded.burst)
+                       THEN NULL ELSE chronoq_queues.refilled_at END,
+    updated_at = clock_timestamp()
 
 -- name: queue_ensure
 INSERT INTO chronoq_queues (name) VALUES (%(name)s) ON CONFLICT (name) DO NOTHING

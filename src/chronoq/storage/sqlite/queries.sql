@@ -351,7 +351,14 @@ INSERT INTO chronoq_queues (name, rate, burst, concurrency, updated_at)
 VALUES (:name, :rate, :burst, :concurrency, :now)
 ON CONFLICT (name) DO UPDATE
 SET rate = excluded.rate, burst = excluded.burst, concurrency = excluded.concurrency,
-    tokens = 0, refilled_at = NULL, updated_at = excluded.updated_at
+    -- Storing the same rate again (every worker does at start) keeps the bucket as it is.
+    tokens = CASE WHEN chronoq_queues.rate IS NOT excluded.rate
+                    OR chronoq_queues.burst IS NOT excluded.burst
+                  THEN 0 ELSE chronoq_queues.tokens END,
+    refilled_at = CASE WHEN chronoq_queues.rate IS NOT excluded.rate
+                         OR chronoq_queues.burst IS NOT excluded.burst
+                       THEN NULL ELSE chronoq_queues.refilled_at END,
+    updated_at = excluded.updated_at
 
 -- name: queue_ensure
 INSERT INTO chronoq_queues (name, updated_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING
