@@ -43,7 +43,7 @@ test: $(STAMP) lint typecheck
 bench-smoke: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench --smoke
 
-# The whole suite (about 15 minutes on 2 cores): bench/RESULTS.md, results.json and charts.
+# The whole suite (about 20 minutes on 2 cores): bench/RESULTS.md, results.json and charts.
 bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench
 

@@ -2,6 +2,9 @@
 
 `--smoke` runs every figure with a few hundred jobs, once, into a temporary folder: it proves
 the harness and every system's adapter still work, and its figures mean nothing.
+
+`--figures herd --merge bench/results.json` runs one figure and puts its rows into an earlier
+run's results (replacing that figure's rows only), then writes RESULTS.md and the charts again.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import time
 from pathlib import Path
 
 from bench import report
-from bench.harness import BenchError, Settings, run, temporary_work_dir
+from bench.harness import FIGURES, BenchError, Settings, run, temporary_work_dir
 from bench.machine import describe
+from bench.merge import MergeError, merge
 from bench.systems import MODULES
 
 DEFAULT_SYSTEMS = ("chronoq", "chronoq-sqlite", "bare-sql", "pgqueuer", "procrastinate", "saq")
@@ -29,6 +33,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--systems",
         default=",".join(DEFAULT_SYSTEMS),
         help=f"comma-separated, from: {', '.join(MODULES)}",
+    )
+    parser.add_argument(
+        "--figures",
+        default=",".join(FIGURES),
+        help=f"comma-separated, from: {', '.join(FIGURES)} (default: all)",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="put the figures run into this earlier results.json (their rows only) and write "
+        "the report beside it (or to --out)",
     )
     parser.add_argument("--out", type=Path, help="where results go (default bench/)")
     parser.add_argument(
@@ -58,7 +74,7 @@ def main(argv: list[str]) -> int:
         results = json.loads(args.render.read_text(encoding="utf-8"))
         report.write(results, args.out or args.render.parent)
         return 0
-    systems = tuple(name.strip() for name in args.systems.split(",") if name.strip())
+    systems = _names(args.systems)
     unknown = [name for name in systems if name not in MODULES]
     if unknown:
         print(f"unknown system(s): {', '.join(unknown)}", file=sys.stderr)
@@ -66,6 +82,7 @@ def main(argv: list[str]) -> int:
     work_dir = temporary_work_dir()
     common = {
         "systems": systems,
+        "figures": _names(args.figures),
         "admin_dsn": args.admin_dsn,
         "redis_url": args.redis_url,
         "work_dir": work_dir,
@@ -74,18 +91,35 @@ def main(argv: list[str]) -> int:
     if args.repeats:
         common["repeats"] = args.repeats
     settings = Settings.tiny(**common) if args.smoke else Settings.full(**common)
-    out = args.out or (work_dir / "results" if args.smoke else Path(__file__).parent)
     try:
         results = run(settings)
     except BenchError as exc:
         print(f"benchmark failed: {exc}\n(worker logs in {work_dir})", file=sys.stderr)
         return 1
     results["machine"] = describe(args.admin_dsn, args.redis_url)
+    if args.merge:
+        try:
+            results = merge(json.loads(args.merge.read_text(encoding="utf-8")), results)
+        except MergeError as exc:
+            print(f"cannot merge into {args.merge}: {exc}", file=sys.stderr)
+            return 1
+    out = args.out or _default_out(args, work_dir)
     report.write(results, out, settings.log)
     failed = [c for c in report.check_targets(results) if c.met is False]
     if failed and not args.smoke:
         settings.log("targets not met: " + "; ".join(f"{c.name} {c.measured}" for c in failed))
     return 0
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _default_out(args: argparse.Namespace, work_dir: Path) -> Path:
+    """Beside the results merged into; a smoke run's own folder; else bench/."""
+    if args.merge:
+        return Path(args.merge).parent
+    return work_dir / "results" if args.smoke else Path(__file__).parent
 
 
 if __name__ == "__main__":

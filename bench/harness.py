@@ -8,7 +8,6 @@ clock starts (`ready` / `go`), so interpreter start-up is not counted as queue t
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import random
@@ -30,16 +29,23 @@ import psycopg
 import redis
 from psycopg import sql
 
-from bench import cpu
+from bench import cpu, herd
+from bench.merge import FIGURE_KEYS
 from bench.pgproxy import CountingProxy
+from bench.stats import percentile, summary
 from bench.systems import load
-from bench.systems.base import System, Target, WorkerConfig
+from bench.systems.base import RateLimit, System, Target, WorkerConfig
 from bench.systems.sql import Q
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "chronoq_bench"
 POLL = 0.02
 LATENESS_LEAD = 3.0  # seconds between enqueueing the lateness jobs and the first due time
+# The herd falls due on the first whole second at least this long after its enqueue began: time
+# for the enqueue and the VACUUM ANALYZE after it, with the workers already waiting.
+HERD_LEAD = 2.0
+# Every figure, in the order a full run takes them; "latency" is pickup and lateness together.
+FIGURES = tuple(FIGURE_KEYS)
 
 
 class BenchError(Exception):
@@ -61,6 +67,9 @@ class Settings:
     backlog_due: int
     backlog_sizes: tuple[int, int]
     efficiency_jobs: int
+    herd_jobs: int
+    herd_rate: float  # jobs per second; the burst is the system's default
+    figures: tuple[str, ...] = FIGURES
     log: Callable[[str], None] = print
 
     @classmethod
@@ -75,6 +84,8 @@ class Settings:
             "backlog_due": 50_000,
             "backlog_sizes": (1_000, 1_000_000),
             "efficiency_jobs": 20_000,
+            "herd_jobs": 20_000,
+            "herd_rate": 1_000.0,
         }
         return cls(**(values | overrides))
 
@@ -90,6 +101,8 @@ class Settings:
             "backlog_due": 300,
             "backlog_sizes": (10, 1_000),
             "efficiency_jobs": 300,
+            "herd_jobs": 600,
+            "herd_rate": 200.0,
         }
         return cls(**(values | overrides))
 
@@ -102,21 +115,6 @@ class Settings:
 
 
 # -- statistics ---------------------------------------------------------------------------
-
-
-def summary(values: Sequence[float]) -> dict[str, Any]:
-    return {
-        "runs": [round(v, 6) for v in values],
-        "median": round(statistics.median(values), 6),
-        "min": round(min(values), 6),
-        "max": round(max(values), 6),
-    }
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of already sorted values."""
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
 
 
 def latency_stats(values: Sequence[float]) -> dict[str, float]:
@@ -179,6 +177,7 @@ class WorkerGroup:
     config: WorkerConfig
     mode: str
     work_dir: Path
+    limit: RateLimit | None = None  # in `herd` mode, the limit the workers declare
     lines: queue.Queue[float] = field(default_factory=queue.Queue)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
@@ -187,6 +186,8 @@ class WorkerGroup:
         ready: list[threading.Event] = []
         env = os.environ | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         args = [json.dumps(asdict(self.target)), json.dumps(self.config.to_dict()), self.mode]
+        if self.limit is not None:
+            args.append(json.dumps(self.limit.to_dict()))
         for index in range(self.config.processes):
             log_path = self.work_dir / f"{self.name}-{index}.log"
             self.logs.append(log_path)
@@ -260,9 +261,14 @@ class WorkerGroup:
 
 @contextmanager
 def workers(
-    settings: Settings, name: str, target: Target, config: WorkerConfig, mode: str
+    settings: Settings,
+    name: str,
+    target: Target,
+    config: WorkerConfig,
+    mode: str,
+    limit: RateLimit | None = None,
 ) -> Iterator[WorkerGroup]:
-    group = WorkerGroup(name, target, config, mode, settings.work_dir)
+    group = WorkerGroup(name, target, config, mode, settings.work_dir, limit)
     try:
         group.start()
         yield group
@@ -535,6 +541,107 @@ def _commits_per_poll(system: System, target: Target) -> float:
     return max(0.0, (commits(target) - before - 1) / 20)
 
 
+def figure_herd(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    """`herd_jobs` no-op jobs due at one instant on a queue limited to `herd_rate`, drained by
+    workers that were waiting for them; every figure comes from the database's `started_at`."""
+    rows = []
+    limit = RateLimit(settings.herd_rate)
+    for name in names:
+        cls = load(name)
+        if cls.herd_layout is None:
+            rows.append({"system": name, "skipped": cls.herd_skip})
+            settings.log(f"herd {name}: not measured, {cls.herd_skip}")
+            continue
+        runs = [herd_once(settings, name, cls.herd_layout, limit) for _ in range(settings.repeats)]
+        rows.append(_herd_row(name, cls.herd_layout, settings, runs))
+        row = rows[-1]
+        settings.log(
+            f"herd {name}: span {row['span_s']['median']:.2f} s "
+            f"(ideal {row['ideal_span_s']:.2f} s), busiest 1 s "
+            f"{row['busiest_sliding_1s']['max']:.0f} (bound {row['window_bound_1s']:.0f})"
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class HerdResult:
+    run: herd.HerdRun
+    burst: float  # the bucket size the store held: the one the workers enforced
+
+
+def herd_once(settings: Settings, name: str, config: WorkerConfig, limit: RateLimit) -> HerdResult:
+    target = fresh_environment(settings)
+    system = open_system(name, target)
+    jobs = settings.herd_jobs
+    try:
+        settle(target)  # no checkpoint left over from the previous run
+        with workers(settings, name, target, config, "herd", limit) as group:
+            # They store the limit at once (a full bucket), find nothing due and wait; the
+            # herd falls due at least HERD_LEAD later.
+            group.go()
+            due_us = system.enqueue_herd(jobs, HERD_LEAD)
+            settle(target)  # fresh statistics for the claims; no autovacuum of the new rows
+            if time.time() * 1e6 > due_us:
+                raise BenchError(f"{name}: enqueue of the herd took longer than {HERD_LEAD} s")
+            timeout = drain_timeout(jobs) + jobs / settings.herd_rate
+            _wait_herd_drained(system, group, jobs, timeout)
+        starts = system.herd_starts()
+        burst = system.herd_burst()
+    finally:
+        system.close()
+    if len(starts) != jobs:
+        raise BenchError(f"{name}: {len(starts)} of {jobs} herd jobs have a start time")
+    return HerdResult(herd.measure_herd(starts), burst)
+
+
+def _wait_herd_drained(system: System, group: WorkerGroup, jobs: int, timeout: float) -> None:
+    started = time.perf_counter()
+    while system.herd_unfinished(cap=1):
+        if time.perf_counter() - started > timeout:
+            raise BenchError(f"{group.name}: herd not drained after {timeout:.0f}s ({jobs} jobs)")
+        group.check_alive()
+        time.sleep(POLL)
+
+
+def _herd_row(
+    name: str, config: WorkerConfig, settings: Settings, results: list[HerdResult]
+) -> dict[str, Any]:
+    bursts = {r.burst for r in results}
+    if len(bursts) != 1:
+        raise BenchError(f"{name}: the stored burst changed between runs: {sorted(bursts)}")
+    burst, rate, jobs = bursts.pop(), settings.herd_rate, settings.herd_jobs
+    ideal = herd.ideal_span_s(jobs, rate, burst)
+    bound_1s = herd.window_bound(rate, burst, 1.0)
+    runs = [r.run for r in results]
+    spans = [r.span_s for r in runs]
+    # The chart shows the run whose span is the median (the middle one of three).
+    chart_run = sorted(range(len(runs)), key=lambda i: spans[i])[len(runs) // 2]
+    return {
+        "system": name,
+        "config": config.to_dict(),
+        "jobs": jobs,
+        "rate": rate,
+        "burst": burst,
+        "lead_s": HERD_LEAD,
+        "ideal_span_s": round(ideal, 6),
+        "window_bound_1s": bound_1s,
+        "window_bound_100ms": herd.window_bound(rate, burst, 0.1),
+        "span_s": summary(spans),
+        "span_ratio": summary([s / ideal for s in spans]),
+        "busiest_aligned_1s": summary([r.busiest_aligned_1s for r in runs]),
+        "busiest_sliding_1s": summary([r.busiest_sliding_1s for r in runs]),
+        "busiest_ratio": summary([r.busiest_sliding_1s / bound_1s for r in runs]),
+        "busiest_sliding_100ms": summary([r.busiest_sliding_100ms for r in runs]),
+        "lateness_p50_s": summary([r.lateness_p50_s for r in runs]),
+        "lateness_p99_s": summary([r.lateness_p99_s for r in runs]),
+        "lateness_max_s": summary([r.lateness_max_s for r in runs]),
+        "early": sum(r.early for r in runs),
+        "jobs_per_worker": [r.per_worker for r in runs],
+        "per_100ms": runs[chart_run].per_100ms,
+        "chart_run": chart_run,
+    }
+
+
 def best_configs(drain_rows: list[dict[str, Any]]) -> dict[str, WorkerConfig]:
     best: dict[str, dict[str, Any]] = {}
     for row in drain_rows:
@@ -544,25 +651,45 @@ def best_configs(drain_rows: list[dict[str, Any]]) -> dict[str, WorkerConfig]:
     return {name: WorkerConfig(**row["config"]) for name, row in best.items()}
 
 
+def check_figures(figures: Sequence[str]) -> None:
+    """Refuse a selection the harness cannot run: unknown names, or a figure measured in the
+    best drain layout without the drain figure that finds it."""
+    unknown = [name for name in figures if name not in FIGURES]
+    if unknown:
+        raise BenchError(f"unknown figure(s): {', '.join(unknown)}; known: {', '.join(FIGURES)}")
+    needs_drain = [name for name in ("backlog", "efficiency") if name in figures]
+    if needs_drain and "drain" not in figures:
+        raise BenchError(f"{' and '.join(needs_drain)} run in the best drain layout: add drain")
+
+
 def run(settings: Settings) -> dict[str, Any]:
+    check_figures(settings.figures)
     started = time.time()
     classes = {name: load(name) for name in settings.systems}
     postgres = [n for n, c in classes.items() if c.backend == "postgres"]
     latency = [n for n, c in classes.items() if c.measures_latency]
+    selected = set(settings.figures)
     figures: dict[str, Any] = {}
-    figures["drain"] = figure_drain(settings, list(classes))
-    figures["bulk"] = figure_bulk(settings, list(classes))
-    figures["pickup"] = figure_pickup(settings, latency)
-    figures["lateness"] = figure_lateness(settings, latency)
-    best = best_configs(figures["drain"])
-    if "chronoq" in classes:
+    if "drain" in selected:
+        figures["drain"] = figure_drain(settings, list(classes))
+    if "bulk" in selected:
+        figures["bulk"] = figure_bulk(settings, list(classes))
+    if "latency" in selected:
+        figures["pickup"] = figure_pickup(settings, latency)
+        figures["lateness"] = figure_lateness(settings, latency)
+    best = best_configs(figures.get("drain", []))
+    if "backlog" in selected and "chronoq" in classes:
         figures["backlog"] = figure_backlog(settings, "chronoq", best["chronoq"])
-    figures["efficiency"] = figure_efficiency(settings, {name: best[name] for name in postgres})
+    if "efficiency" in selected:
+        figures["efficiency"] = figure_efficiency(settings, {name: best[name] for name in postgres})
+    if "herd" in selected:
+        figures["herd"] = figure_herd(settings, list(classes))
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),
         "smoke": settings.smoke,
         "repeats": settings.repeats,
+        "figures_run": [name for name in FIGURES if name in selected],
         "systems": {
             name: {
                 "title": cls.title,

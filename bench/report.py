@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.merge import FIGURE_KEYS, figure_label
+
 ANALYSIS = Path(__file__).with_name("analysis.md")
 
 
@@ -105,7 +107,9 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
             median("lateness", "chronoq", "p99_ms"),
         ),
         _ratio_check(
-            f"Drain with {large or 0:,} future jobs vs {small or 0:,}",
+            f"Drain with {large:,} future jobs vs {small:,}"
+            if backlog
+            else "Drain with a large future backlog vs a small one",
             0.8,
             backlog.get(large) if large else None,
             backlog.get(small) if small else None,
@@ -115,6 +119,30 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
             0.05,
             "",
             efficiency["round_trips_per_job"] if efficiency else None,
+        ),
+        *_herd_checks(_row(figures, "herd", "chronoq")),
+    ]
+
+
+def _herd_checks(row: dict[str, Any] | None) -> list[Check]:
+    """The rate limit is a guarantee, so its window check takes the worst run; the span is
+    how close to the limit the queue ran, a performance figure, so it takes the median."""
+    window = "Herd: busiest 1 s window (worst run, sliding)"
+    span = "Herd: drain span vs the ideal (N − burst) / rate"
+    if row is None or "skipped" in row:
+        return [
+            Check(window, "≤ rate + burst", "not measured", None),
+            Check(span, "within 5%", "not measured", None),
+        ]
+    worst, bound = row["busiest_sliding_1s"]["max"], row["window_bound_1s"]
+    ratio = row["span_ratio"]["median"]
+    return [
+        Check(window, f"≤ {bound:,.0f}", f"{worst:,.0f} ({worst / bound:.3f}×)", worst <= bound),
+        Check(
+            span,
+            f"{row['ideal_span_s']:.2f} s ± 5%",
+            f"{row['span_s']['median']:.2f} s ({ratio:.3f}×)",
+            abs(ratio - 1) <= 0.05,
         ),
     ]
 
@@ -130,6 +158,10 @@ def _ms(summary: dict[str, Any]) -> str:
     return f"{summary['median']:,.1f} ({summary['min']:,.1f}–{summary['max']:,.1f})"
 
 
+def _s(summary: dict[str, Any]) -> str:
+    return f"{summary['median']:,.2f} ({summary['min']:,.2f}–{summary['max']:,.2f})"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -137,27 +169,12 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
-    machine, figures, systems = results["machine"], results["figures"], results["systems"]
+    figures, systems = results["figures"], results["systems"]
 
     def title(name: str) -> str:
         return str(systems[name]["title"])
 
-    lines = [
-        "# Benchmark results",
-        "",
-        f"Run {results['started_at']}, {results['duration_s']:.0f} s, each figure "
-        f"{results['repeats']} time(s): the median, with the lowest and highest run in brackets. "
-        "Every system was measured in this same run, on a fresh database per measurement.",
-        "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
-        f"Linux {machine['kernel']}, Python {machine['python']}, PostgreSQL "
-        f"{machine['postgres']}, Redis {machine['redis']}, SQLite {machine['sqlite']}, "
-        f"chronoq commit {machine['chronoq_commit']}. The database, the workers and the "
-        "harness share these cores.",
-        "",
-    ]
-    if results.get("smoke"):
-        lines += ["**Smoke run**: tiny job counts, figures are not meaningful.", ""]
+    lines = _header(results)
     lines += ["## Targets", ""]
     lines += _table(
         ["target", "goal", "measured", "met"],
@@ -171,7 +188,70 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         ["system", "version", "backend", "settings"],
         [[s["title"], s["version"], s["backend"], s["notes"]] for s in systems.values()],
     )
-    lines += [
+    sections = (
+        ("drain", _drain_section),
+        ("bulk", _bulk_section),
+        ("pickup", _latency_section),
+        ("backlog", _backlog_section),
+        ("efficiency", _efficiency_section),
+        ("herd", _herd_section),
+    )
+    for key, section in sections:
+        if figures.get(key):
+            lines += section(figures, charts, title)
+    if ANALYSIS.exists():
+        lines += [ANALYSIS.read_text(encoding="utf-8").strip(), ""]
+    return "\n".join(lines)
+
+
+def _machine(machine: dict[str, Any]) -> str:
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+        f"Linux {machine['kernel']}, Python {machine['python']}, PostgreSQL "
+        f"{machine['postgres']}, Redis {machine['redis']}, SQLite {machine['sqlite']}, "
+        f"chronoq commit {machine['chronoq_commit']}"
+    )
+
+
+def _header(results: dict[str, Any]) -> list[str]:
+    separate: dict[str, Any] = results.get("separate_runs", {})
+    main_figures = [f for f in results.get("figures_run", FIGURE_KEYS) if f not in separate]
+    scope = (
+        "Every system was measured in this same run, on a fresh database per measurement."
+        if len(main_figures) == len(FIGURE_KEYS)
+        else "This run measured "
+        + ", ".join(figure_label(f) for f in main_figures)
+        + ", every system in the same run, on a fresh database per measurement."
+    )
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {results['started_at']}, {results['duration_s']:.0f} s, each figure "
+        f"{results['repeats']} time(s): the median, with the lowest and highest run in brackets. "
+        + scope,
+        "",
+        f"Machine: {_machine(results['machine'])}. The database, the workers and the "
+        "harness share these cores.",
+        "",
+    ]
+    for figure, run in separate.items():
+        smoke = " **a smoke run: its figures are not meaningful**;" if run.get("smoke") else ""
+        lines += [
+            f"{figure_label(figure).capitalize()} came from a separate run, merged into these "
+            f"results:{smoke} run {run['started_at']}, {run['duration_s']:.0f} s, "
+            f"{run['repeats']} time(s), on {_machine(run['machine'])}.",
+            "",
+        ]
+    if results.get("smoke"):
+        lines += ["**Smoke run**: tiny job counts, figures are not meaningful.", ""]
+    return lines
+
+
+Title = Callable[[str], str]
+
+
+def _drain_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    lines = [
         "## 1. Drain",
         "",
         "Pending no-op jobs, workers started, jobs/s until none is left. Layout `Np cC bB`: "
@@ -210,13 +290,17 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         ],
         rows,
     )
-    lines += [
+    return [
+        *lines,
         "CPU per job is user plus system time from /proc: the worker processes (client) and the "
         "database server's processes (PostgreSQL backends or redis-server) during the drain, "
         "medians of the runs. On 2 cores their sum bounds the rate: 2 s of CPU per second.",
         "",
     ]
-    lines += ["## 2. Bulk enqueue", ""]
+
+
+def _bulk_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    lines = ["## 2. Bulk enqueue", ""]
     lines += _table(
         ["system", "jobs", "seconds", "jobs/s"],
         [
@@ -224,9 +308,11 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
             for r in figures["bulk"]
         ],
     )
-    lines += [
-        "The bare SQL row is a raw COPY of exactly the rows chronoq writes.",
-        "",
+    return [*lines, "The bare SQL row is a raw COPY of exactly the rows chronoq writes.", ""]
+
+
+def _latency_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    lines = [
         "## 3. Latency",
         "",
         "Pickup: one job at a time on an idle system, from the enqueue call to the handler's "
@@ -238,33 +324,38 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         lines += [f"![latency]({charts['latency']})", ""]
     rows = []
     for figure in ("pickup", "lateness"):
-        for r in figures[figure]:
+        for r in figures.get(figure, []):
             rows.append(
                 [figure, title(r["system"]), f"{r['samples']:,}"]
                 + [_ms(r[key]) for key in ("p50_ms", "p99_ms", "max_ms")]
             )
-    lines += _table(["figure", "system", "jobs", "p50", "p99", "max"], rows)
-    if figures.get("backlog"):
-        lines += [
-            "## 4. Backlog independence",
-            "",
-            "Drain of due jobs while many not-yet-due jobs sit in the same table.",
-            "",
-        ]
-        lines += _table(
-            ["system", "layout", "future jobs", "due jobs", "jobs/s"],
+    return lines + _table(["figure", "system", "jobs", "p50", "p99", "max"], rows)
+
+
+def _backlog_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    lines = [
+        "## 4. Backlog independence",
+        "",
+        "Drain of due jobs while many not-yet-due jobs sit in the same table.",
+        "",
+    ]
+    return lines + _table(
+        ["system", "layout", "future jobs", "due jobs", "jobs/s"],
+        [
             [
-                [
-                    title(r["system"]),
-                    f"{r['config']['processes']}p b{r['config']['batch']}",
-                    f"{r['future_jobs']:,}",
-                    f"{r['due_jobs']:,}",
-                    _rate(r["jobs_per_s"]),
-                ]
-                for r in figures["backlog"]
-            ],
-        )
-    lines += [
+                title(r["system"]),
+                f"{r['config']['processes']}p b{r['config']['batch']}",
+                f"{r['future_jobs']:,}",
+                f"{r['due_jobs']:,}",
+                _rate(r["jobs_per_s"]),
+            ]
+            for r in figures["backlog"]
+        ],
+    )
+
+
+def _efficiency_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    lines = [
         "## 5. Efficiency at saturation",
         "",
         "Each PostgreSQL system in its best drain layout, through a relay that counts the "
@@ -273,7 +364,7 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         "own polling.",
         "",
     ]
-    lines += _table(
+    return lines + _table(
         ["system", "layout", "jobs", "round trips/job", "commits/job"],
         [
             [
@@ -287,9 +378,73 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
             for r in figures["efficiency"]
         ],
     )
-    if ANALYSIS.exists():
-        lines += [ANALYSIS.read_text(encoding="utf-8").strip(), ""]
-    return "\n".join(lines)
+
+
+def _herd_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    measured = [r for r in figures["herd"] if "skipped" not in r]
+    skipped = [r for r in figures["herd"] if "skipped" in r]
+    lines = ["## 6. The 09:00 herd under a rate limit", ""]
+    if measured:
+        first = measured[0]
+        lines += [
+            f"{first['jobs']:,} no-op jobs, all due at one instant (the first whole second at "
+            f"least {first['lead_s']:g} s after their enqueue began, the workers already "
+            f"waiting), on a queue limited to {first['rate']:,.0f} jobs/s with the default "
+            f"bucket of {first['burst']:g} jobs ({first['burst'] / first['rate'] * 1000:g} ms "
+            "worth), declared in the workers' app. Every figure is read from the "
+            "database's `started_at` (the instant the claim charged the bucket), not from a "
+            "clock in the harness. The limits, from the stored rate and burst: the span from the "
+            f"first start to the last cannot be under (N − burst) / rate = "
+            f"{first['ideal_span_s']:.2f} s, and no window of 1 s can hold more than rate + "
+            f"burst = {first['window_bound_1s']:,.0f} starts (100 ms: "
+            f"{first['window_bound_100ms']:,.0f}). Aligned windows are whole seconds from the "
+            "due instant; sliding windows are the busiest closed window anywhere. Lateness is "
+            "`started_at − run_at`: a limited herd is late by design, the last job by about the "
+            "span. Jobs per worker process (from `worker_id`) and the chart are the run with the "
+            "median span.",
+            "",
+        ]
+    if "herd" in charts:
+        lines += [f"![herd]({charts['herd']})", ""]
+    rows = [
+        [
+            title(r["system"]),
+            f"{r['config']['processes']}p c{r['config']['concurrency']} b{r['config']['batch']}",
+            f"{r['jobs']:,}",
+            f"{_s(r['span_s'])} ({r['span_ratio']['median']:.3f}×)",
+            _rate(r["busiest_aligned_1s"]),
+            f"{_rate(r['busiest_sliding_1s'])} ({r['busiest_ratio']['max']:.3f}×)",
+            _rate(r["busiest_sliding_100ms"]),
+            " / ".join(f"{n:,}" for n in r["jobs_per_worker"][r["chart_run"]]),
+            " / ".join(
+                f"{r[key]['median']:.2f}"
+                for key in ("lateness_p50_s", "lateness_p99_s", "lateness_max_s")
+            ),
+        ]
+        for r in measured
+    ]
+    lines += _table(
+        [
+            "system",
+            "layout",
+            "jobs",
+            "span s (vs ideal)",
+            "busiest aligned 1 s",
+            "busiest sliding 1 s (worst vs bound)",
+            "busiest sliding 100 ms",
+            "jobs per worker process",
+            "lateness p50 / p99 / max s",
+        ],
+        rows,
+    )
+    early = sum(r["early"] for r in measured)
+    if early:
+        lines += [f"**{early} job(s) started before they were due.**", ""]
+    if skipped:
+        lines += ["Not measured (bench/PEERS.md):", ""]
+        lines += [f"- {title(r['system'])}: {r['skipped']}." for r in skipped]
+        lines += [""]
+    return lines
 
 
 # -- charts -------------------------------------------------------------------------------
@@ -331,7 +486,48 @@ def draw_charts(results: dict[str, Any], out: Path) -> dict[str, str]:
         fig.tight_layout()
         _save(fig, out / "latency.png", plt)
         written["latency"] = "latency.png"
+
+    herd_rows = [r for r in figures.get("herd", []) if "per_100ms" in r]
+    if herd_rows:
+        fig, ax = plt.subplots(figsize=(12, 4.2))
+        _herd(ax, herd_rows, systems)
+        fig.tight_layout()
+        _save(fig, out / "herd.png", plt)
+        written["herd"] = "herd.png"
     return written
+
+
+def _herd(ax: Any, rows: list[dict[str, Any]], systems: dict[str, Any]) -> None:
+    """Starts per 100 ms from the due instant, one line per system (its median-span run),
+    against the rate and the bucket's allowance."""
+    colors = ("#4c72b0", "#dd8452", "#55a868")
+    for row, color in zip(rows, colors, strict=False):
+        counts = row["per_100ms"]
+        processes = row["config"]["processes"]
+        ax.stairs(
+            counts,
+            [i / 10 for i in range(len(counts) + 1)],
+            color=color,
+            linewidth=1,
+            label=f"{systems[row['system']]['title']}, "
+            f"{processes} worker process{'es' if processes > 1 else ''}",
+        )
+    rate = rows[0]["rate"]
+    ax.axhline(
+        rate / 10,
+        color="#c44e52",
+        linestyle="--",
+        linewidth=1,
+        label=f"the limit: {rate:,.0f}/s = {rate / 10:,.0f} per 100 ms",
+    )
+    ax.set_xlabel("seconds after the herd fell due")
+    ax.set_ylabel("jobs started per 100 ms")
+    ax.set_title(
+        f"{rows[0]['jobs']:,} jobs due at once, queue limited to {rate:,.0f}/s "
+        f"(burst {rows[0]['burst']:g}), from the database's started_at"
+    )
+    ax.set_ylim(0, max(max(r["per_100ms"]) for r in rows) * 1.25)
+    ax.legend(loc="upper right")
 
 
 def _bars(ax: Any, labels: list[str], medians: list[float], rows: list[Any]) -> None:

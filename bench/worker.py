@@ -1,7 +1,10 @@
-"""A benchmark worker process: `python -m bench.worker SYSTEM TARGET_JSON CONFIG_JSON MODE`.
+"""A benchmark worker process: `python -m bench.worker SYSTEM TARGET_JSON CONFIG_JSON MODE
+[LIMIT_JSON]`.
 
 It builds the system's worker, prints `ready`, waits for a line on stdin, then runs until
-SIGTERM. In `record` mode every job start prints its lateness in seconds, one per line.
+SIGTERM. In `record` mode every job start prints its lateness in seconds, one per line. In
+`herd` mode the worker declares the rate limit of LIMIT_JSON on the herd queue and serves that
+queue alone; it prints nothing, because the herd figure reads start times from the database.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ import json
 import sys
 
 from bench.systems import load
-from bench.systems.base import Recorder, Target, WorkerConfig
+from bench.systems.base import RateLimit, Recorder, Target, WorkerConfig
 
 
 def main(argv: list[str]) -> None:
-    name, target_json, config_json, mode = argv
+    name, target_json, config_json, mode, *rest = argv
     system = load(name)
     target = Target(**json.loads(target_json))
     config = WorkerConfig(**json.loads(config_json))
@@ -24,7 +27,10 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
         sys.stdin.readline()
 
-    system.serve(target, config, Recorder(record=mode == "record"), ready)
+    if mode == "herd":
+        system.serve_herd(target, config, RateLimit(**json.loads(rest[0])), ready)
+    else:
+        system.serve(target, config, Recorder(record=mode == "record"), ready)
 
 
 if __name__ == "__main__":

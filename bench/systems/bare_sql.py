@@ -35,6 +35,11 @@ class BareSQL(ChronoqPostgres):
         "per process; enqueue is a raw COPY of the same rows."
     )
     measures_latency: ClassVar[bool] = False
+    herd_layout: ClassVar[WorkerConfig | None] = None
+    herd_skip: ClassVar[str] = (
+        "the bare loop runs the open-queue claim statement; a limited queue's claim is "
+        "chronoq's own transaction, measured as chronoq"
+    )
 
     @classmethod
     def version(cls) -> str:

@@ -7,6 +7,10 @@ separate processes (`python -m bench.worker`), which import the system, build it
 `ready`, wait for `go` on stdin, then run until SIGTERM. A job handler calls
 `Recorder.started(t)` with the `t` of its payload: in the latency figures it prints the
 lateness (now - t) so the parent can read it; in the drain figures it does nothing.
+
+The herd figure is for systems whose rate limit holds across worker processes: their workers
+serve one rate-limited queue (`serve_herd`), and the figure reads when each job started from
+the database afterwards, not from the workers.
 """
 
 from __future__ import annotations
@@ -47,6 +51,28 @@ class WorkerConfig:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """The herd queue's limit as the workers declare it: `rate` jobs a second, and the bucket
+    size `burst` (None: the system's default, which the harness reads back from the store)."""
+
+    rate: float
+    burst: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class HerdStart:
+    """One herd job as the database recorded it, in microseconds since the epoch: when it was
+    due and when its claim started it; and which worker process claimed it."""
+
+    due_us: int
+    started_us: int
+    worker: str = ""
+
+
 class Recorder:
     """Handlers report when a job started; in `record` mode the lateness goes to stdout."""
 
@@ -76,6 +102,10 @@ class System:
     # A cap on the drain figure's job count for a system too slow to drain the full count in
     # the suite's time budget (its rate is still measured on the capped count).
     max_drain_jobs: ClassVar[int | None] = None
+    # The herd figure's layout; None for a system without a rate limit that holds across its
+    # worker processes, and `herd_skip` then says why (bench/PEERS.md has the detail).
+    herd_layout: ClassVar[WorkerConfig | None] = None
+    herd_skip: ClassVar[str] = ""
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -128,6 +158,28 @@ class System:
     def close(self) -> None:
         """Release connections the parent-side methods opened."""
 
+    # -- the herd figure (systems with a `herd_layout`) -----------------------------------
+
+    def enqueue_herd(self, count: int, lead: float) -> int:
+        """Insert `count` no-op jobs on the rate-limited queue, all due at one instant: the
+        first whole second at least `lead` seconds after now by the database's clock. Returns
+        that instant in microseconds since the epoch."""
+        raise NotImplementedError
+
+    def herd_unfinished(self, cap: int) -> int:
+        """How many herd jobs are pending (due or not) or running, counting no further than
+        `cap`; polled like `unfinished`, so it must be as cheap."""
+        raise NotImplementedError
+
+    def herd_starts(self) -> list[HerdStart]:
+        """Every started herd job's due and start instants, read from the database."""
+        raise NotImplementedError
+
+    def herd_burst(self) -> float:
+        """The herd queue's bucket size as the store holds it (the workers declared the
+        limit, so this is what they enforced)."""
+        raise NotImplementedError
+
     # -- worker process ------------------------------------------------------------------
 
     @classmethod
@@ -137,6 +189,14 @@ class System:
         """Build the worker, call `ready()` (which blocks until the parent says go), then run
         jobs until SIGTERM. The no-op handler takes an optional `t` and calls
         `recorder.started(t)` first thing."""
+        raise NotImplementedError
+
+    @classmethod
+    def serve_herd(
+        cls, target: Target, config: WorkerConfig, limit: RateLimit, ready: Callable[[], None]
+    ) -> None:
+        """Like `serve`, for workers that declare `limit` on the herd queue and serve only it.
+        The handler records nothing: start times come from the database."""
         raise NotImplementedError
 
 

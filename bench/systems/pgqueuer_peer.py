@@ -42,6 +42,10 @@ class PgQueuerSystem(AsyncPeer):
     )
 
     best_layout = WorkerConfig(processes=2, concurrency=400, batch=200)
+    herd_skip = (
+        "no rate limit in 1.x: 1.0 removed the entrypoint's `requests_per_second` (its upgrade "
+        "guide offers `concurrency_limit`, a cap on jobs running at once, instead)"
+    )
 
     def __init__(self, target: Target) -> None:
         super().__init__(target)

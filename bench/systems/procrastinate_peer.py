@@ -52,6 +52,10 @@ class ProcrastinateSystem(AsyncPeer):
     # Its drain rate is steady well before this many jobs; the full count would take minutes.
     max_drain_jobs = 10_000
     best_layout = WorkerConfig(processes=2, concurrency=10, batch=1)
+    herd_skip = (
+        "no rate limit: a task's `lock` runs its jobs one at a time, which bounds concurrency, "
+        "not starts per second"
+    )
 
     @classmethod
     def version(cls) -> str:

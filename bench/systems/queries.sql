@@ -20,6 +20,47 @@ SELECT count(*) AS n FROM (
     LIMIT :cap
 )
 
+-- name: chronoq_herd_due_at
+-- The herd's one due instant: the first whole second at least `lead` seconds from now on the
+-- database's clock (the clock that stamps `started_at`), so 1-second windows counted from it
+-- are also whole seconds of the clock.
+SELECT date_trunc('second', clock_timestamp() + make_interval(secs => %(lead)s))
+       + interval '1 second' AS due
+
+-- name: chronoq_herd_unfinished
+-- Herd jobs pending (due or not yet) or running, up to a cap, walking the same two partial
+-- indexes as `chronoq_unfinished`. Without the due condition, so polling may start before the
+-- herd falls due.
+SELECT count(*) AS n FROM (
+    (SELECT 1 FROM chronoq_jobs WHERE status = 'running' ORDER BY locked_until LIMIT %(cap)s)
+    UNION ALL
+    (SELECT 1 FROM chronoq_jobs
+     WHERE status = 'pending' AND queue = %(queue)s
+     ORDER BY run_at LIMIT %(cap)s)
+) AS unfinished
+
+-- name: chronoq_herd_unfinished_sqlite
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM chronoq_jobs
+    WHERE queue = :queue AND status IN ('pending', 'running')
+    LIMIT :cap
+)
+
+-- name: chronoq_herd_starts
+-- Due and start instants of the herd's started jobs, as whole microseconds since the epoch
+-- (`extract` returns an exact numeric, so nothing is lost to floating point).
+SELECT (extract(epoch FROM run_at) * 1000000)::bigint AS due_us,
+       (extract(epoch FROM started_at) * 1000000)::bigint AS started_us,
+       worker_id
+FROM chronoq_jobs
+WHERE queue = %(queue)s AND started_at IS NOT NULL
+
+-- name: chronoq_herd_starts_sqlite
+-- SQLite stores instants as microseconds since the epoch already.
+SELECT run_at AS due_us, started_at AS started_us, worker_id
+FROM chronoq_jobs
+WHERE queue = :queue AND started_at IS NOT NULL
+
 -- name: pgqueuer_unfinished
 -- PGQueuer moves finished jobs to its log table: what is left in the queue table is unfinished.
 SELECT count(*) AS n FROM (SELECT 1 FROM pgqueuer LIMIT $1) AS unfinished

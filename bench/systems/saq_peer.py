@@ -43,6 +43,10 @@ class SaqSystem(AsyncPeer):
     # Its drain rate is steady well before this many jobs; the full count would take minutes.
     max_drain_jobs = 30_000
     best_layout = WorkerConfig(processes=2, concurrency=10, batch=1)
+    herd_skip = (
+        "no rate limit on job starts (`max_concurrent_ops` throttles the client's Redis "
+        "calls, and `concurrency` is per worker)"
+    )
 
     @classmethod
     def version(cls) -> str:
