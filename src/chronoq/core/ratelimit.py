@@ -210,8 +210,9 @@ def _allowance(now: datetime, limit: int, queue: QueueLimits, running: int) -> t
     if queue.concurrency is not None and queue.concurrency - running < allowance:
         allowance, reason = max(0, queue.concurrency - running), "concurrency"
     bucket = queue.bucket
-    if bucket is not None and math.floor(bucket.available(now)) < allowance:
-        allowance, reason = max(0, math.floor(bucket.available(now))), "rate"
+    tokens = math.floor(bucket.available(now)) if bucket is not None else allowance
+    if tokens < allowance:
+        allowance, reason = max(0, tokens), "rate"
     return allowance, reason
 
 

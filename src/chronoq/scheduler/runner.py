@@ -165,16 +165,16 @@ class Scheduler:
             if self.state.term is not None:
                 self._step_down("lost the election")
             return
-        if self.state.term is None or self.state.term.term != term.term:
+        newly = self.state.term is None or self.state.term.term != term.term
+        self.state.term = term
+        if newly:
             log.info(
                 "scheduler %s leads (term %d)",
                 self.holder,
                 term.term,
                 extra={"action": "scheduler.elected", "holder": self.holder, "term": term.term},
             )
-            self.state.term = term
             self.signals.elected(term)
-        self.state.term = term
         self.state.trusted_until = time.monotonic() + self.options.leader_ttl / 2
 
     def _step_down(self, why: str, level: int = logging.WARNING) -> None:
