@@ -223,7 +223,7 @@ def test_rescue_requeues_expired_leases(store: Store) -> None:
 
     stored = get(store, expired_id)
     assert stored.status is JobStatus.PENDING
-    assert stored.run_at == later
+    assert stored.run_at == expired.run_at  # its place in line, ahead of jobs due since
     assert (stored.locked_until, stored.finished_at) == (None, None)
     assert stored.worker_id is None
     assert (stored.attempts, stored.lease_token) == (1, 1)
@@ -234,6 +234,16 @@ def test_rescue_requeues_expired_leases(store: Store) -> None:
     assert iso(entry["started_at"]) == now
     assert iso(entry["finished_at"]) == later
     assert get(store, fresh_id).status is JobStatus.RUNNING
+
+
+def test_a_rescued_skip_job_gets_a_fresh_grace(store: Store) -> None:
+    [job_id] = insert(store, params(lease_seconds=10, misfire="skip", misfire_grace=5.0))
+    now = store.db_now()
+    claim(store, worker_id="w-dead", now=now)
+    later = now + timedelta(seconds=60)
+    assert store.job_rescue_expired(JobRescueParams(now=later)).requeued == [job_id]
+    assert get(store, job_id).run_at == later
+    assert [job.id for job in claim(store, now=later + timedelta(seconds=1))] == [job_id]
 
 
 def test_rescue_kills_a_job_on_its_last_attempt(store: Store) -> None:

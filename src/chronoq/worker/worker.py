@@ -110,6 +110,9 @@ class _Running:
     heartbeat_due: float = 0.0
     task: asyncio.Task[None] | None = None
     in_thread: bool = False
+    # The handler is done and its result waits for the completer. Heartbeats go on (a slow
+    # report must not let the lease lapse), but a refused one may just have crossed the report.
+    reporting: bool = False
 
 
 @dataclass(eq=False)
@@ -463,6 +466,7 @@ class Worker:
             self.signals.finished(job, Outcome.DONE, True)
             self._log_finished(job, Outcome.DONE, time.monotonic() - running.started)
         else:
+            running.reporting = True
             await self._rt.results.put(_Result(job, params))
 
     async def _run_handler(self, running: _Running) -> JobFinishParams | None:
@@ -626,7 +630,8 @@ class Worker:
             return
         for running in batch:
             running.heartbeat_due = now + running.job.lease_seconds / 3
-            if running.job.id not in accepted and running.job.id in self._owned:
+            refused = running.job.id not in accepted and running.job.id in self._owned
+            if refused and not running.reporting:
                 running.ctx.lost = True
                 log.warning(
                     "job %d: heartbeat rejected, the lease was lost; its result will be discarded",

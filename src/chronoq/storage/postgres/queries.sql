@@ -302,7 +302,10 @@ RETURNING j.id
 -- name: job_rescue_expired
 -- A running job whose lease ended belongs to a worker that died or stalled. It runs again at
 -- once, or goes dead if that was its last attempt; the expiry joins its error history. SKIP
--- LOCKED keeps rescuers on several workers from blocking each other.
+-- LOCKED keeps rescuers on several workers from blocking each other. It keeps its run_at, and so
+-- its place in line ahead of jobs that fell due after it: a backlog does not delay the re-run of
+-- work a crash interrupted. A job whose misfire policy is "skip" started within its grace, so
+-- its grace starts again now rather than skipping it on its re-run.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
@@ -316,7 +319,7 @@ expired AS (
 )
 UPDATE chronoq_jobs AS j
 SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = clock.now,
+    run_at = CASE WHEN j.misfire = 'skip' THEN clock.now ELSE j.run_at END,
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN clock.now END,
     locked_until = NULL,
     worker_id = NULL,

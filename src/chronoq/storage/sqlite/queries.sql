@@ -224,7 +224,8 @@ RETURNING chronoq_jobs.id
 -- name: job_rescue_expired
 UPDATE chronoq_jobs
 SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = :now,
+    -- Keeps its run_at, its place in line (see the PostgreSQL query for why).
+    run_at = CASE WHEN misfire = 'skip' THEN :now ELSE run_at END,
     finished_at = CASE WHEN attempts >= max_attempts THEN :now END,
     locked_until = NULL,
     worker_id = NULL,
