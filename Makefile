@@ -6,7 +6,7 @@ BENCH_VENV := .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: install bench-env bench bench-smoke demo test lint typecheck format clean
+.PHONY: install bench-env bench bench-smoke chaos demo test lint typecheck format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ test: $(STAMP) lint typecheck
 # Every figure of the benchmark suite with a few hundred jobs, so the harness cannot rot.
 bench-smoke: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench --smoke
+
+# The long chaos run: every scenario 3 times at full size; rewrites the table of docs/reliability.md.
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos
 
 # The whole suite (about 20 minutes on 2 cores): bench/RESULTS.md, results.json and charts.
 bench: $(BENCH_STAMP)

@@ -1,0 +1,165 @@
+"""`make chaos`: every scenario several times at full size, and the table of docs/reliability.md.
+
+python -m tests.chaos                              # all scenarios, 3 runs each, writes the doc
+python -m tests.chaos --scenario worker-sigkill --seed 1234 --jobs 150 --window 6
+                                                   # replay one run (the seed a test printed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.chaos.checker import Findings
+from tests.chaos.cluster import PrivateCluster
+from tests.chaos.runner import REPO, SCENARIOS, Outcome, Run
+
+DOC = REPO / "docs" / "reliability.md"
+MARK = "<!-- the table below is written by `make chaos` -->"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--seed", type=int, help="replay: the same faults at the same moments")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--window", type=float, default=30.0, help="seconds of fault injection")
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite the doc's table")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    names = args.scenario or list(SCENARIOS)
+    rng = random.SystemRandom()
+    cluster = PrivateCluster()
+    cluster.create()
+    outcomes: list[Outcome] = []
+    try:
+        for name in names:
+            scenario = dataclasses.replace(
+                SCENARIOS[name], jobs=args.jobs, fault_window=args.window
+            )
+            for _ in range(1 if args.seed is not None else args.runs):
+                seed = args.seed if args.seed is not None else rng.randrange(2**32)
+                with tempfile.TemporaryDirectory(prefix="chronoq-chaos-") as work:
+                    outcome = Run(cluster, scenario, seed, Path(work)).execute()
+                outcomes.append(outcome)
+                print(_line(outcome), flush=True)
+                for violation in outcome.findings.violations[:20]:
+                    print(f"    {violation}", flush=True)
+    finally:
+        cluster.destroy()
+    if not args.no_doc and args.seed is None:
+        _write_doc(outcomes, args)
+    return 1 if any(o.findings.violations for o in outcomes) else 0
+
+
+def _line(outcome: Outcome) -> str:
+    found = outcome.findings
+    return (
+        f"{outcome.scenario.name} seed {outcome.seed}: {sum(outcome.injected.values())} faults "
+        f"{outcome.injected}, {found.jobs} jobs, {found.executions} executions, "
+        f"{len(found.violations)} violation(s), {outcome.seconds:.0f}s"
+    )
+
+
+def _write_doc(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    head = text[: text.index(MARK) + len(MARK)] if MARK in text else text.rstrip() + "\n\n" + MARK
+    DOC.write_text(head + "\n\n" + _table(outcomes, args) + "\n", encoding="utf-8")
+    print(f"wrote {DOC}")
+
+
+def _table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
+    git = shutil.which("git") or "git"
+    commit = subprocess.run(
+        [git, "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [git, "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    commit += "+changes" if dirty else ""
+    rows = [
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
+        f"({platform.machine()}, Python {platform.python_version()}), commit {commit or '?'}: "
+        f"{args.runs} run(s) per scenario, {args.jobs} jobs each, faults for {args.window:g} s.",
+        "",
+        "| scenario | faults injected | runs | jobs | executions | lost | extra runs (all "
+        "explained) | unexplained | stale writes refused / accepted | overlaps | kill → re-run, "
+        "max (bound 5 s) | tick errors | retry KS D (max) | reproduce |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(o.scenario.name for o in outcomes):
+        rows.append(_row([o for o in outcomes if o.scenario.name == name], args))
+    return "\n".join(rows)
+
+
+def _row(group: list[Outcome], args: argparse.Namespace) -> str:
+    injected: dict[str, int] = {}
+    for outcome in group:
+        for kind, count in outcome.injected.items():
+            injected[kind] = injected.get(kind, 0) + count
+    found = [o.findings for o in group]
+    recoveries = [r for f in found for r in f.recoveries]
+    compound = [r for f in found for r in f.compound_recoveries]
+    seeds = ",".join(str(o.seed) for o in group)
+    reproduce = (
+        f"`python -m tests.chaos --scenario {group[0].scenario.name} --jobs {args.jobs} "
+        f"--window {args.window:g} --seed S` (S in {seeds})"
+    )
+    return (
+        "| "
+        + " | ".join(
+            [
+                group[0].scenario.name,
+                ", ".join(f"{kind} {count}x" for kind, count in sorted(injected.items())) or "none",
+                str(len(group)),
+                str(sum(f.jobs for f in found)),
+                str(sum(f.executions for f in found)),
+                str(sum(len(f.lost) for f in found)),
+                str(sum(f.extra_explained for f in found)),
+                str(sum(len(f.unexplained) for f in found)),
+                _stale(found),
+                str(sum(len(f.overlaps) for f in found)),
+                _recovery(recoveries, compound),
+                str(sum(len(f.ticks) for f in found)),
+                _ks(found),
+                reproduce,
+            ]
+        )
+        + " |"
+    )
+
+
+def _stale(found: list[Findings]) -> str:
+    refused = sum(f.stale_refused for f in found)
+    return f"{refused} / {sum(len(f.stale_accepted) for f in found)}"
+
+
+def _recovery(alone: list[float], compound: list[float]) -> str:
+    text = f"{max(alone):.2f} s (n={len(alone)})" if alone else "-"
+    if compound:
+        text += f"; with a database outage {max(compound):.2f} s (n={len(compound)})"
+    return text
+
+
+def _ks(found: list[Findings]) -> str:
+    values = [f.ks_statistic for f in found if f.ks_statistic]
+    return f"{max(values):.3f}" if values else "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,41 @@
+"""The short chaos pass of `make test`: every scenario once, small, with a fresh seed printed
+for replay (`python -m tests.chaos --scenario NAME --seed SEED`); any violation fails it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.cluster import PrivateCluster
+from tests.chaos.runner import FAKETIME, SCENARIOS, Run
+
+SHORT = {"jobs": 150, "fault_window": 6.0}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario_keeps_the_contract(cluster: PrivateCluster, work_dir: Path, name: str) -> None:
+    scenario = dataclasses.replace(SCENARIOS[name], **SHORT)  # type: ignore[arg-type]
+    if scenario.skew and not FAKETIME.exists():
+        reason = f"libfaketime is not installed ({FAKETIME}): apt-get install libfaketime"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+        pytest.skip(reason)
+    seed = random.SystemRandom().randrange(2**32)
+    print(f"chaos scenario {name}: seed {seed}")
+    outcome = Run(cluster, scenario, seed, work_dir).execute()
+    found = outcome.findings
+    report = f"{name} seed {seed}: {outcome.injected}, {found.executions} executions"
+    assert found.violations == [], f"{report}\n" + "\n".join(found.violations[:20])
+    assert found.jobs == scenario.jobs
+    if scenario.faults:
+        assert outcome.faults, f"{report}: no fault was injected"
+    if scenario.skew:
+        # The skew really was there: workers' clocks 5 minutes ahead of ours, or behind.
+        assert outcome.clock_offsets
+        assert all(abs(abs(offset) - 300) < 60 for offset in outcome.clock_offsets)
