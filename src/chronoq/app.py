@@ -430,7 +430,9 @@ class App:
             if spec.name in self.schedules:
                 raise ConfigError(f"schedule {spec.name!r} is declared twice")
             self.schedules[spec.name] = spec
-            return target if task is None else spec
+            # As a decorator it gives back the task (a function is registered as one), so the
+            # decorated name can still `defer` jobs; called with a task, the schedule.
+            return bound if task is None else spec
 
         return declare(task) if task is not None else declare
 

@@ -19,7 +19,6 @@ from chronoq.errors import InvalidSchedule
 from chronoq.storage.base import QueueLimitParams, ScheduleUpsertParams
 
 RUN_LATE = Misfire(MisfirePolicy.RUN_LATE)
-DEFAULT_JOB_GRACE = timedelta(minutes=1)
 
 
 @dataclass(slots=True)
@@ -34,7 +33,7 @@ class SyncReport:
 def job_misfire(policy: str, grace: timedelta | float | str | None) -> Misfire:
     """A one-off job's rule: "run_late" or "skip" (coalesce and catch_up are about a
     schedule's missed ticks, which a one-off job does not have)."""
-    rule = Misfire.parse(policy, grace if grace is not None else DEFAULT_JOB_GRACE)
+    rule = Misfire.parse(policy, grace)
     if rule.policy not in (MisfirePolicy.RUN_LATE, MisfirePolicy.SKIP):
         raise InvalidSchedule(
             f"misfire policy {policy!r} applies to schedules only; a one-off job takes "

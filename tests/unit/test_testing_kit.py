@@ -38,6 +38,7 @@ def test_fire_schedules_runs_one_pass_of_the_cron_enqueuer(tmp_path: Path) -> No
         def tick() -> None:
             pass
 
+        assert isinstance(tick, chronoq.Task)  # the decorator gives back the task
         fired = fire_schedules(app)
         assert fired >= 4  # the ticks of the next five seconds are enqueued ahead
         jobs = enqueued(app, "tick")

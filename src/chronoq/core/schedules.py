@@ -20,7 +20,6 @@ from chronoq.core.validate import check_name
 from chronoq.errors import InvalidDuration, InvalidSchedule
 
 DEFAULT_SCHEDULE_MISFIRE = MisfirePolicy.COALESCE
-DEFAULT_GRACE = timedelta(minutes=1)
 MAX_JITTER = timedelta(days=1)
 
 
@@ -63,14 +62,9 @@ class ScheduleSpec:
             payload=dict(payload or {}),
             queue=check_name("queue", queue),
             priority=priority,
-            misfire=Misfire.parse(
-                str(misfire), grace if grace is not None else DEFAULT_GRACE, catch_up
-            ),
+            misfire=Misfire.parse(str(misfire), grace, catch_up),
             jitter=check_jitter(jitter),
         )
-
-    def parsed_cadence(self) -> Cadence:
-        return parse_cadence(self.cadence, self.zone)
 
 
 def check_jitter(value: timedelta | str | float | None) -> timedelta:
