@@ -112,6 +112,7 @@ class Task(Generic[P, R]):
         lease: float,
         priority: int,
         misfire: Misfire = RUN_LATE,
+        timeout: timedelta | float | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -122,6 +123,7 @@ class Task(Generic[P, R]):
         self.lease = check_positive_seconds("lease", lease)
         self.priority = check_int("priority", priority, *PRIORITY_RANGE)
         self.misfire = misfire
+        self.timeout = None if timeout is None else check_positive_seconds("timeout", timeout)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_context, self.payload_signature = _split_context(fn)
         _refuse_reserved(self.name, self.payload_signature)
@@ -179,6 +181,7 @@ class App:
         priority: int = 0,
         misfire: str = "run_late",
         misfire_grace: timedelta | float | str | None = None,
+        timeout: timedelta | float | None = None,
     ) -> _TaskDecorator: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the optional positional-only `fn`
@@ -194,11 +197,17 @@ class App:
         priority: int = 0,
         misfire: str = "run_late",
         misfire_grace: timedelta | float | str | None = None,
+        timeout: timedelta | float | None = None,
     ) -> Any:
         """Register a handler, as `@app.task` or `@app.task(queue=..., ...)`.
 
         `misfire="skip"` with a `misfire_grace` makes its jobs end `skipped` when a worker gets
-        to them later than the grace; the default, "run_late", runs them however late."""
+        to them later than the grace; the default, "run_late", runs them however late.
+
+        `timeout` (seconds or a timedelta) fails an attempt that runs longer. An async handler
+        is cancelled. A sync one cannot be stopped inside its thread, so the worker process
+        finishes its other jobs and exits for a fresh one to take its place (see
+        docs/reliability.md); without a timeout, a handler may run as long as it likes."""
         rule = job_misfire(misfire, misfire_grace)
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
@@ -212,6 +221,7 @@ class App:
                 lease=lease or self.config.default_lease,
                 priority=priority,
                 misfire=rule,
+                timeout=timeout,
             )
             if task.name in self.tasks:
                 raise ConfigError(f"task {task.name!r} is registered twice")

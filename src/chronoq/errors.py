@@ -18,7 +18,8 @@ ChronoqError                      base of every error chronoq raises on purpose
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
 ├── JobNotFound                   no job with that id
 ├── ScheduleNotFound              no schedule with that name
-└── JobLost                       the worker no longer owns the job (its lease token is stale)
+├── JobLost                       the worker no longer owns the job (its lease token is stale)
+└── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
 ```
 
 Control flow raised by handlers is kept apart from failures (see `chronoq.Retry` and
@@ -118,3 +119,7 @@ class Discard(Exception):
     def __init__(self, reason: str = "discarded by handler") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class JobTimeout(ChronoqError):
+    """The attempt ran past its task's timeout."""

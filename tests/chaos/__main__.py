@@ -125,7 +125,7 @@ def _row(group: list[Outcome], args: argparse.Namespace) -> str:
         + " | ".join(
             [
                 group[0].scenario.name,
-                ", ".join(f"{kind} {count}x" for kind, count in sorted(injected.items())) or "none",
+                _faults(injected, group),
                 str(len(group)),
                 str(sum(f.jobs for f in found)),
                 str(sum(f.executions for f in found)),
@@ -142,6 +142,15 @@ def _row(group: list[Outcome], args: argparse.Namespace) -> str:
         )
         + " |"
     )
+
+
+def _faults(injected: dict[str, int], group: list[Outcome]) -> str:
+    text = ", ".join(f"{kind} {count}x" for kind, count in sorted(injected.items())) or "none"
+    poison = sum(o.scenario.poison for o in group)
+    if poison:
+        dead = sum(o.findings.poison_dead for o in group)
+        text += f"; {poison} poison jobs, {dead} dead at exactly 3 attempts"
+    return text
 
 
 def _stale(found: list[Findings]) -> str:

@@ -4,7 +4,8 @@ their error histories, the effects table) and from the workers' JSONL histories.
 Rules, each a list of violations (empty is a pass):
 
 - **lost**: a job enqueued by the run that did not end as its policy says (the workload's jobs
-  all end `done`: their attempts outnumber any fault).
+  all end `done`: their attempts outnumber any fault; a poison job, whose handler kills its
+  process, ends `dead` after exactly its max_attempts, each attempt's error naming the crash).
 - **unexplained executions**: every execution of a job but its last accepted one must have an
   entry in the job's error history for its attempt: a lease expiry (crash, stop, cut-off), a
   planned failure, an error caused by an injected fault, or a shutdown.
@@ -37,7 +38,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.chaos.workload import BACKOFF, LEASE
+from tests.chaos.workload import BACKOFF, LEASE, POISON_ATTEMPTS
 
 RESCUE_INTERVAL = 1.0
 DATABASE_OUTAGES = ("restart_fast", "restart_immediate", "terminate_backends")
@@ -45,6 +46,8 @@ RECOVERY_SLACK = 2.0
 DELAY_ROUNDING = 0.001  # seconds: a delay travels as a float and is stored in microseconds
 MIN_KS_SAMPLES = 30
 FAULT_CAUSED = ("OperationalError", "StoreUnavailable", "AdminShutdown", "InterfaceError")
+POISON = -1  # the plan of a poison job, where others plan a number of failures
+CRASH_ERRORS = frozenset({"WorkerCrashed", "LeaseExpired"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class Findings:
     executions: int = 0
     extra_explained: int = 0  # runs beyond the one that counted, each with its reason
     planned_failures: int = 0
+    poison_dead: int = 0  # poison jobs that ended dead at exactly their max_attempts
     stale_refused: int = 0  # writes with a stale token that the store refused
     retries_measured: int = 0
     ks_statistic: float = 0.0
@@ -103,7 +107,7 @@ def check(
     faults: Sequence[Fault],
     enqueued: dict[int, int],
 ) -> Findings:
-    """`enqueued` maps job ids to the number of failures each plans."""
+    """`enqueued` maps job ids to the number of failures each plans (POISON: a poison job)."""
     jobs, executions = _load(dsn)
     events = _read_histories(histories)
     found = Findings(jobs=len(enqueued), executions=sum(len(e) for e in executions.values()))
@@ -161,8 +165,26 @@ def _check_lost(found: Findings, jobs: dict[int, dict[str, Any]], enqueued: dict
         job = jobs.get(job_id)
         if job is None:
             found.lost.append(f"job {job_id}: gone from the table")
+        elif enqueued[job_id] == POISON:
+            _check_poison(found, job)
         elif job["status"] != "done":
             found.lost.append(f"job {job_id}: ended {job['status']}, expected done")
+
+
+def _check_poison(found: Findings, job: dict[str, Any]) -> None:
+    causes = [str(e.get("error")) for e in job["errors"]]
+    if (
+        job["status"] == "dead"
+        and job["attempts"] == POISON_ATTEMPTS
+        and len(causes) == POISON_ATTEMPTS
+        and set(causes) <= CRASH_ERRORS
+    ):
+        found.poison_dead += 1
+        return
+    found.lost.append(
+        f"poison job {job['id']}: ended {job['status']} after {job['attempts']} attempt(s) "
+        f"with errors {causes}, expected dead after {POISON_ATTEMPTS} crashes"
+    )
 
 
 def _errors_by_attempt(job: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
@@ -324,7 +346,7 @@ def _check_retry_delays(
 ) -> None:
     fractions: list[float] = []
     for job_id, planned in enqueued.items():
-        if not planned or job_id not in jobs:
+        if planned <= 0 or job_id not in jobs:
             continue
         errors = _errors_by_attempt(jobs[job_id])
         scheduled = {run.attempt: run.scheduled for run in executions.get(job_id, [])}

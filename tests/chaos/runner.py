@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 
 import chronoq
-from tests.chaos.checker import Fault, Findings, check
+from tests.chaos.checker import POISON, Fault, Findings, check
 from tests.chaos.cluster import PrivateCluster
 from tests.chaos.workload import LEASE
 from tests.helpers import wait_until
@@ -57,9 +57,15 @@ class Scenario:
     fault_every: tuple[float, float] = (0.5, 2.0)  # seconds between faults, drawn uniformly
     schedulers: int = 0
     skew: bool = False  # workers' clocks off by +/- 5 minutes (libfaketime)
+    # One `chronoq` supervisor over the workers instead of the runner restarting them; its
+    # children are the ones killed.
+    supervised: bool = False
+    poison: int = 0  # jobs whose handler kills its process: they must end dead, at 3 attempts
 
     def describe(self) -> str:
         parts = [", ".join(self.faults) or "none"]
+        if self.supervised:
+            parts.append(f"under the supervisor, {self.poison} poison jobs")
         if self.skew:
             parts.append("worker clocks skewed +/-5 min")
         return "; ".join(parts)
@@ -114,6 +120,9 @@ class Run:
                 chronoq.JobSpec("work", {"ms": ms, "fail_first": fail_first}, queue="chaos")
             )
             planned.append(fail_first)
+        for position in sorted(self.rng.sample(range(len(specs) + 1), self.scenario.poison)):
+            specs.insert(position, chronoq.JobSpec("poison", {}, queue="chaos"))
+            planned.insert(position, POISON)
         return specs, planned
 
     def _env(self, index: int) -> dict[str, str]:
@@ -130,7 +139,8 @@ class Run:
         return env
 
     def start_worker(self, index: int) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "tests.chaos.worker_main"]
+        main = "supervised_main" if self.scenario.supervised else "worker_main"
+        argv = [sys.executable, "-m", f"tests.chaos.{main}"]
         return self._spawn(argv, self._env(index), f"worker-{index}")
 
     def start_scheduler(self, index: int) -> subprocess.Popen[bytes]:
@@ -174,6 +184,9 @@ class Run:
         timer.start()
 
     def kill_worker(self) -> None:
+        if self.scenario.supervised:
+            self._kill_child()
+            return
         index = self.rng.randrange(len(self.workers))
         process = self.workers[index]
         if process.poll() is not None:
@@ -182,6 +195,20 @@ class Run:
         process.wait()
         self.record("kill_worker", process.pid)
         self.later(0.3, lambda: self._replace_worker(index))
+
+    def _kill_child(self) -> None:
+        """SIGKILL one of the supervisor's worker processes; the supervisor replaces it."""
+        supervisor = self.workers[0].pid
+        try:
+            children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+        except OSError:
+            return
+        if not children:
+            return
+        victim = int(self.rng.choice(sorted(children)))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+            self.record("kill_worker", victim)
 
     def _replace_worker(self, index: int) -> None:
         with self._lock:
@@ -249,7 +276,8 @@ class Run:
         self._started_wall = time.time()
         enqueued = self.prepare()
         try:
-            self.workers = [self.start_worker(i) for i in range(self.scenario.workers)]
+            count = 1 if self.scenario.supervised else self.scenario.workers
+            self.workers = [self.start_worker(i) for i in range(count)]
             self.schedulers = [self.start_scheduler(i) for i in range(self.scenario.schedulers)]
             self._inject()
             for timer in self._timers:
@@ -336,6 +364,7 @@ SCENARIOS = {
     ),
     "vacuum-held-back": Scenario("vacuum-held-back", ("long_transaction", "kill_worker")),
     "clock-skew": Scenario("clock-skew", ("kill_worker",), skew=True),
+    "supervised-poison": Scenario("supervised-poison", ("kill_worker",), supervised=True, poison=3),
     "everything": Scenario(
         "everything",
         (

@@ -32,7 +32,8 @@ def test_scenario_keeps_the_contract(cluster: PrivateCluster, work_dir: Path, na
     found = outcome.findings
     report = f"{name} seed {seed}: {outcome.injected}, {found.executions} executions"
     assert found.violations == [], f"{report}\n" + "\n".join(found.violations[:20])
-    assert found.jobs == scenario.jobs
+    assert found.jobs == scenario.jobs + scenario.poison
+    assert found.poison_dead == scenario.poison
     if scenario.faults:
         assert outcome.faults, f"{report}: no fault was injected"
     if scenario.skew:

@@ -15,6 +15,7 @@ from typing import IO, Any
 import chronoq
 from chronoq.core.jobs import Job, Outcome
 from chronoq.storage.base import JobLeaseRef
+from chronoq.worker.ledger import JobLedger
 from tests.chaos.workload import app
 
 
@@ -75,7 +76,8 @@ def main() -> int:
         )
         # The process's own clock, which the clock-skew scenario sets 5 minutes off.
         signals.write({"event": "start", "wall": time.time()})
-        chronoq.Worker(app, options, signals).run()
+        # Under tests.chaos.supervised_main, the pipe its supervisor reads; else no ledger.
+        chronoq.Worker(app, options, signals, ledger=JobLedger.from_environment()).run()
     return 0
 
 

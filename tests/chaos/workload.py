@@ -18,6 +18,7 @@ import chronoq
 LEASE = 2.0  # seconds: short, so crashed work is rescued within the test's patience
 BACKOFF = chronoq.Backoff(base=0.2, cap=2.0)
 MAX_ATTEMPTS = 40  # enough that faults alone never exhaust a job; its failures are its own
+POISON_ATTEMPTS = 3  # a poison job must end dead after exactly this many
 
 app = chronoq.App()
 
@@ -68,6 +69,13 @@ def work(ctx: chronoq.JobContext, ms: int, fail_first: int = 0) -> None:
     EFFECTS.end(effect)
     if ctx.attempt <= fail_first:
         raise FlakyError(f"attempt {ctx.attempt} of {fail_first} planned failures")
+
+
+@app.task(queue="chaos", lease=LEASE, max_attempts=POISON_ATTEMPTS, backoff=BACKOFF)
+def poison(ctx: chronoq.JobContext) -> None:
+    """Takes its worker process down, every time."""
+    EFFECTS.start(ctx)
+    os._exit(3)
 
 
 @app.schedule("every 1s", misfire="run_late", grace="1h")

@@ -96,6 +96,10 @@ def test_list_newest_first_with_filters(store: Store) -> None:
     assert listed(statuses=[JobStatus.DEAD]) == []
     assert listed(queue="nope") == []
     assert store.job_list(JobListParams(queue="a"))[-1] == get(store, ids[0])
+    worker = get(store, ids[0]).worker_id
+    assert worker is not None
+    assert listed(worker=worker) == [ids[0]]
+    assert listed(worker=worker + "x") == []
 
 
 def test_list_pages_with_before_id(store: Store) -> None:

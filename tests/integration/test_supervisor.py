@@ -101,7 +101,7 @@ def test_a_child_killed_with_sigkill_is_restarted_and_its_job_rescued(
 
     assert victim not in wait_until(replaced, what="a replacement child")
 
-    # The killed attempt's short lease expires, the job is rescued and claimed again.
+    # The supervisor fails the killed attempt (its lease is short too): the job runs again.
     def claimed_again() -> Job | None:
         job = _running(reader, job_id)
         return job if job is not None and job.attempts == 2 else None
@@ -115,6 +115,8 @@ def test_a_child_killed_with_sigkill_is_restarted_and_its_job_rescued(
     log = spawner.log(supervisor)
     assert f"(pid {victim}) was killed by SIGKILL" in log
     assert "restarting worker process" in log
+    errors = reader.get_job(job_id).errors  # type: ignore[union-attr]
+    assert errors[0]["error"] in {"WorkerCrashed", "LeaseExpired"}, errors
 
 
 def test_children_stop_when_the_supervisor_is_killed(

@@ -14,8 +14,14 @@ from typing import TextIO
 from chronoq.app import App
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
-from chronoq.worker.supervisor import SUPERVISOR_PID_ENV, Supervisor, SupervisorOptions
-from chronoq.worker.worker import Worker, WorkerOptions
+from chronoq.worker.ledger import JobLedger, Orphans, settle_orphans
+from chronoq.worker.supervisor import (
+    EXIT_RETIRED,
+    SUPERVISOR_PID_ENV,
+    Supervisor,
+    SupervisorOptions,
+)
+from chronoq.worker.worker import Worker, WorkerOptions, flush_logs
 
 log = logging.getLogger("chronoq.cli")
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(process)d]: %(message)s"
@@ -25,14 +31,15 @@ ORPHAN_CHECK_SECONDS = 1.0
 def worker(run: Invocation) -> int:
     args = run.args
     app = open_app(run.dsn, args.app)
-    job_worker = Worker(app, worker_options(args))  # validates the options and the queues
+    options = worker_options(args)
+    job_worker = Worker(app, options, ledger=JobLedger.from_environment())  # validates them
     configure_logging(args.log_level, run.out.stderr)
     # Fail here, with one clear line, when the database is unreachable or not migrated, rather
     # than in a claim loop that would log and retry forever.
     app.store.job_next_wakeup(job_worker.queues)
     if args.processes > 1:
         app.close()
-        return _supervise(run.argv, args.processes)
+        return _supervise(run.argv, args.processes, app)
     return _run_in_process(app, job_worker)
 
 
@@ -47,6 +54,7 @@ def worker_options(args: argparse.Namespace) -> WorkerOptions:
         burst=args.burst,
         poll_interval=poll.total_seconds() if poll is not None else defaults.poll_interval,
         shutdown_grace=grace.total_seconds() if grace is not None else defaults.shutdown_grace,
+        exit_when_blocked=True,
     )
 
 
@@ -62,19 +70,29 @@ def _run_in_process(app: App, job_worker: Worker) -> int:
     stats = job_worker.run()
     if watcher is not None:
         watcher.set()
-    if stats.abandoned:
-        # Handler threads that outlived the grace period are not daemons and cannot be
-        # stopped; their leases will expire and the jobs be rescued. Exit without joining them.
-        log.warning("exiting with %d job thread(s) still running", stats.abandoned)
-        _flush_everything()
-        os._exit(EXIT_OK)
+    if stats.stuck or stats.abandoned:
+        # Handler threads that outlived their timeout or the grace period are not daemons and
+        # cannot be stopped. Exit without joining them: the first case retired this process on
+        # purpose (code 75: replace me); in the second their leases expire and the jobs are
+        # rescued.
+        code = EXIT_RETIRED if stats.stuck else EXIT_OK
+        log.warning("exiting with code %d, job thread(s) still running", code)
+        flush_logs()
+        os._exit(code)
     app.close()
     return EXIT_OK
 
 
-def _supervise(argv: Sequence[str], processes: int) -> int:
+def _supervise(argv: Sequence[str], processes: int, app: App) -> int:
     child = [sys.executable, "-m", "chronoq", *without_option(argv, "--processes"), "--processes"]
-    return Supervisor([*child, "1"], SupervisorOptions(processes)).run()
+
+    def on_orphans(orphans: Orphans) -> None:
+        settle_orphans(app, orphans)
+
+    try:
+        return Supervisor([*child, "1"], SupervisorOptions(processes), on_orphans=on_orphans).run()
+    finally:
+        app.close()
 
 
 def without_option(argv: Sequence[str], option: str) -> list[str]:
@@ -111,10 +129,3 @@ def _stop_when_orphaned(job_worker: Worker) -> threading.Event | None:
 
     threading.Thread(target=watch, name="chronoq-orphan-watch", daemon=True).start()
     return done
-
-
-def _flush_everything() -> None:
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()

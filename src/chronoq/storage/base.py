@@ -94,6 +94,7 @@ class JobListParams:
     task: str | None = None
     limit: int = 100
     before_id: int | None = None
+    worker: str | None = None  # the jobs this worker holds (or last held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,13 @@
   dies at once only hides the cause.
 - Exit code 2 means a usage or configuration error; a restart would fail the same way, so the
   supervisor stops everything and exits 2.
+- Exit code 75 (`EX_TEMPFAIL`) means the child retired on purpose, because a job's thread ran
+  past its timeout and cannot be stopped: it is replaced at once and not counted as a crash.
+- With `on_orphans`, each child tells the supervisor through a pipe which jobs it holds (see
+  `chronoq.worker.ledger`). When a child dies holding jobs, `on_orphans` is called with them, in
+  a thread of its own. A death while handlers ran is charged to those jobs' attempts, not to the
+  crash budget, so a poison job ends dead at its max_attempts instead of taking the supervisor
+  down; the child is restarted after `backoff_base`.
 - SIGTERM and SIGINT are forwarded to every child, and so is a second one (which makes workers
   stop at once); the supervisor then waits for all children. Children run in their own process
   group, so Ctrl-C in a terminal reaches them once, through the supervisor, not twice.
@@ -46,11 +53,16 @@ from types import FrameType
 from typing import Any
 
 from chronoq.errors import ConfigError
+from chronoq.worker.ledger import LEDGER_FD_ENV, LedgerReader, Orphans, describe_exit, signal_name
 
 log = logging.getLogger("chronoq.supervisor")
 
 SUPERVISOR_PID_ENV = "CHRONOQ_SUPERVISOR_PID"
 EXIT_CONFIG = 2
+EXIT_RETIRED = os.EX_TEMPFAIL
+# How long a dead child's pipe may take to deliver its last lines (its own descendants do not
+# inherit the pipe, so the end of file comes with the child's death).
+LEDGER_DRAIN_SECONDS = 5.0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How a child may end when the supervisor forwarded a stop signal before the child's own
 # handlers were installed: killed by it, or (SIGINT) through KeyboardInterrupt → exit 130.
@@ -85,6 +97,12 @@ class SupervisorSignals:
     def exited(self, slot: int, pid: int, code: int) -> None:
         """A child exited; `code` is negative when a signal killed it."""
 
+    def orphans_settled(self, slot: int, orphans: Orphans) -> None:
+        """`on_orphans` returned for the jobs a dead child held."""
+
+
+OrphanHandler = Callable[[Orphans], None]
+
 
 @dataclass(eq=False)
 class _Slot:
@@ -92,6 +110,8 @@ class _Slot:
     process: subprocess.Popen[bytes] | None = None
     restart_at: float | None = None
     last_code: int | None = None
+    # The last death was not the process's fault (see _on_exit): it counts as a clean end.
+    excused: bool = False
     crashes: deque[float] = field(default_factory=deque)
 
 
@@ -100,6 +120,7 @@ class _ChildExited:
     slot: _Slot
     process: subprocess.Popen[bytes]
     code: int
+    orphans: Orphans | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +142,13 @@ class Supervisor:
         *,
         env: Mapping[str, str] | None = None,
         signals: SupervisorSignals | None = None,
+        on_orphans: OrphanHandler | None = None,
     ) -> None:
         self.command = list(command)
         self.options = options.validated()
         self.signals = signals or SupervisorSignals()
         self._env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
+        self._on_orphans = on_orphans
         self._slots = [_Slot(number) for number in range(options.processes)]
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._stop_signal: int | None = None
@@ -163,13 +186,23 @@ class Supervisor:
     # -- children -------------------------------------------------------------------------
 
     def _spawn(self, slot: _Slot) -> None:
-        process = subprocess.Popen(
-            self.command, env=self._env, stdin=subprocess.DEVNULL, process_group=0
-        )
+        ledger = _LedgerPipe() if self._on_orphans is not None else None
+        env = self._env if ledger is None else {**self._env, LEDGER_FD_ENV: str(ledger.write_fd)}
+        try:
+            process = subprocess.Popen(
+                self.command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                process_group=0,
+                pass_fds=() if ledger is None else (ledger.write_fd,),
+            )
+        finally:
+            if ledger is not None:
+                ledger.close_write_end()
         slot.process, slot.restart_at = process, None
         waiter = threading.Thread(
             target=self._wait_for,
-            args=(slot, process),
+            args=(slot, process, ledger),
             name=f"chronoq-supervise-{slot.number}",
             daemon=True,
         )
@@ -182,8 +215,12 @@ class Supervisor:
         )
         self.signals.started(slot.number, process.pid)
 
-    def _wait_for(self, slot: _Slot, process: subprocess.Popen[bytes]) -> None:
-        self._events.put(_ChildExited(slot, process, process.wait()))
+    def _wait_for(
+        self, slot: _Slot, process: subprocess.Popen[bytes], ledger: _LedgerPipe | None
+    ) -> None:
+        code = process.wait()
+        orphans = ledger.finish(process.pid, code) if ledger is not None else None
+        self._events.put(_ChildExited(slot, process, code, orphans))
 
     def _active(self) -> bool:
         return any(s.process is not None or s.restart_at is not None for s in self._slots)
@@ -203,9 +240,21 @@ class Supervisor:
         slot.process, slot.last_code = None, code
         self.signals.exited(slot.number, event.process.pid, code)
         self._log_exit(slot, event.process.pid, code)
+        orphans = event.orphans
+        running = orphans.running if orphans is not None else frozenset()
+        if code != 0 and orphans is not None and orphans.worker_id is not None:
+            self._settle_orphans(slot, orphans)
+        # Two deaths are not the process's fault and do not use the crash budget: retiring
+        # because a job's thread is stuck (the timeout failed that job), and a job killing it
+        # (that job's attempt pays for the crash).
+        slot.excused = code == EXIT_RETIRED or bool(running)
         if code == 0 or self._stop_signal is not None:
             return
-        if code == EXIT_CONFIG:
+        if code == EXIT_RETIRED and not running:
+            self._restart(slot, 0.0, "it retired")
+        elif slot.excused:
+            self._restart(slot, self.options.backoff_base, "the jobs it ran pay for the crash")
+        elif code == EXIT_CONFIG:
             log.error("worker process %d has a configuration error; stopping", slot.number)
             self._fail(EXIT_CONFIG)
         elif self._crash_looping(slot):
@@ -218,12 +267,40 @@ class Supervisor:
             )
             self._fail(1)
         else:
-            delay = self._backoff(slot)
-            slot.restart_at = time.monotonic() + delay
-            log.info("restarting worker process %d in %.1fs", slot.number, delay)
+            self._restart(slot, self._backoff(slot), "it crashed")
+
+    def _restart(self, slot: _Slot, delay: float, why: str) -> None:
+        slot.restart_at = time.monotonic() + delay
+        log.info("restarting worker process %d in %.1fs: %s", slot.number, delay, why)
+
+    def _settle_orphans(self, slot: _Slot, orphans: Orphans) -> None:
+        running = sorted(orphans.running)
+        log.warning(
+            "worker process %d (pid %d) died running job(s) %s; settling what it held",
+            slot.number,
+            orphans.pid,
+            running or "none",
+            extra={"action": "supervisor.orphans", "slot": slot.number, "jobs": running},
+        )
+        handler = self._on_orphans
+        if handler is None:
+            return
+
+        def settle() -> None:
+            try:
+                handler(orphans)
+            except Exception:
+                log.exception(
+                    "could not settle the jobs of worker process %d; their leases "
+                    "will expire instead",
+                    slot.number,
+                )
+            self.signals.orphans_settled(slot.number, orphans)
+
+        threading.Thread(target=settle, name=f"chronoq-orphans-{orphans.pid}", daemon=True).start()
 
     def _log_exit(self, slot: _Slot, pid: int, code: int) -> None:
-        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        how = describe_exit(code)
         level = logging.INFO if code == 0 else logging.WARNING
         extra = {"action": "supervisor.exit", "slot": slot.number, "pid": pid, "code": code}
         log.log(level, "worker process %d (pid %d) %s", slot.number, pid, how, extra=extra)
@@ -251,7 +328,7 @@ class Supervisor:
         again = self._stop_signal is not None
         log.info(
             "received %s: %s",
-            _signal_name(signum),
+            signal_name(signum),
             "forwarding it, workers stop at once" if again else "stopping the worker processes",
             extra={"action": "supervisor.signal"},
         )
@@ -276,7 +353,9 @@ class Supervisor:
             return self._forced_exit
         stopped = self._stop_signal is not None
         clean = all(
-            slot.last_code == 0 or (stopped and slot.last_code in _STOPPED_BY_SIGNAL)
+            slot.last_code == 0
+            or slot.excused
+            or (stopped and slot.last_code in _STOPPED_BY_SIGNAL)
             for slot in self._slots
         )
         return 0 if clean else 1
@@ -291,8 +370,29 @@ class Supervisor:
         self.request_stop(signum)
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+class _LedgerPipe:
+    """The pipe a child writes its holdings to, read to the end by a thread of its own."""
+
+    def __init__(self) -> None:
+        self._read_fd, self.write_fd = os.pipe()
+        self._reader = LedgerReader()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, name="chronoq-ledger", daemon=True)
+        self._thread.start()
+
+    def close_write_end(self) -> None:
+        os.close(self.write_fd)
+
+    def _read(self) -> None:
+        try:
+            while data := os.read(self._read_fd, 65536):
+                with self._lock:
+                    self._reader.feed(data)
+        finally:
+            os.close(self._read_fd)
+
+    def finish(self, pid: int, code: int) -> Orphans:
+        """After the child's death: what it held when it died."""
+        self._thread.join(LEDGER_DRAIN_SECONDS)
+        with self._lock:
+            return Orphans(pid, code, self._reader.worker_id, frozenset(self._reader.running))

@@ -23,11 +23,13 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -38,9 +40,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Claim, Job, Outcome
-from chronoq.errors import ConfigError, Discard, Retry, StoreError
+from chronoq.errors import ConfigError, Discard, JobTimeout, Retry, StoreError
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
 from chronoq.worker.context import JobContext
+from chronoq.worker.ledger import JobLedger
+from chronoq.worker.supervisor import EXIT_RETIRED
 
 if TYPE_CHECKING:
     from chronoq.app import App, Task
@@ -48,6 +52,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronoq.worker")
 TRACEBACK_LIMIT = 4000
 MESSAGE_LIMIT = 2000
+# A sync attempt that timed out is reported just before its process exits, and its retry is
+# not due sooner than this: nobody else may start the job while its stuck thread still exists.
+STUCK_RETRY_FLOOR = 1.0
+PULSE_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,11 @@ class WorkerOptions:
     rescue_interval: float = 5.0
     shutdown_grace: float = 30.0
     worker_id: str | None = None
+    # Exit the process (code 75, for its supervisor to replace it) when the event loop has not
+    # run for longer than the leases of all the jobs it holds: an async handler that blocks the
+    # loop stalls every job of the process, and none of them is its to finish any more. The
+    # command sets it; a program that runs a Worker itself decides for itself.
+    exit_when_blocked: bool = False
 
     def validated(self) -> WorkerOptions:
         if self.concurrency < 1:
@@ -100,6 +113,9 @@ class WorkerStats:
     released: int = 0
     rescued: int = 0
     abandoned: int = 0
+    # Sync handlers still running after their timeout failed the attempt. Their threads cannot
+    # be stopped: a process with any should exit (the CLI's exits with code 75).
+    stuck: int = 0
 
 
 @dataclass(eq=False)
@@ -110,6 +126,10 @@ class _Running:
     heartbeat_due: float = 0.0
     task: asyncio.Task[None] | None = None
     in_thread: bool = False
+    # An async handler is running on the event loop (the suspects when the loop is blocked).
+    on_loop: bool = False
+    # A sync handler ran past its task's timeout and its thread is still running.
+    stuck: bool = False
     # The handler is done and its result waits for the completer. Heartbeats go on (a slow
     # report must not let the lease lapse), but a refused one may just have crossed the report.
     reporting: bool = False
@@ -144,6 +164,7 @@ class Worker:
         app: App,
         options: WorkerOptions | None = None,
         signals: WorkerSignals | None = None,
+        ledger: JobLedger | None = None,
     ) -> None:
         self.app = app
         self.options = (options or WorkerOptions()).validated()
@@ -174,6 +195,10 @@ class Worker:
         self._helper_failure: BaseException | None = None
         self._closing = threading.Event()
         self._next_rescue = 0.0
+        self._ledger = ledger or JobLedger()
+        # Results of timed-out sync attempts, reported last (see STUCK_RETRY_FLOOR).
+        self._stuck_results: list[_Result] = []
+        self._loop_seen = time.monotonic()
         limit = self.options.batch_size or self.options.concurrency
         self._batch_size = min(limit, self.options.concurrency)
         self._io_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="chronoq-io")
@@ -200,12 +225,17 @@ class Worker:
             self.options.concurrency,
             extra={"action": "worker.start", "worker": self.worker_id},
         )
+        self._ledger.hello(self.worker_id)
         listener = threading.Thread(target=self._listen, name="chronoq-listen", daemon=True)
         listener.start()
         helpers = [
             asyncio.create_task(self._completer_loop(), name="chronoq-completer"),
             asyncio.create_task(self._heartbeat_loop(), name="chronoq-heartbeat"),
         ]
+        if self.options.exit_when_blocked:
+            helpers.append(asyncio.create_task(self._pulse(), name="chronoq-pulse"))
+            watchdog = threading.Thread(target=self._watch_loop, name="chronoq-watch", daemon=True)
+            watchdog.start()
         for helper in helpers:
             helper.add_done_callback(self._on_helper_done)
         try:
@@ -419,6 +449,7 @@ class Worker:
         self._buffer.clear()
         if waiting:
             await self._release([r.job for r in waiting])
+            self._ledger.ended(r.job.id for r in waiting)
 
     async def _release(self, jobs: Sequence[Job]) -> None:
         refs = [JobLeaseRef(job.id, job.lease_token) for job in jobs]
@@ -434,6 +465,7 @@ class Worker:
 
     def _start_buffered(self) -> None:
         concurrency = self.options.concurrency
+        started: list[int] = []
         while self._buffer and self._running < concurrency and not self._stop_requested:
             running = self._buffer.popleft()
             running.started = time.monotonic()
@@ -441,6 +473,9 @@ class Worker:
             running.task = asyncio.create_task(
                 self._execute(running), name=f"chronoq-job-{running.job.id}"
             )
+            started.append(running.job.id)
+        # Written before the handlers run: the tasks start only when the loop next turns.
+        self._ledger.started(started)
 
     async def _execute(self, running: _Running) -> None:
         job = running.job
@@ -460,8 +495,11 @@ class Worker:
             self._start_buffered()
             if self._waiting_for_slot:
                 self._rt.wake.set()
-        if params is None:
+        if running.stuck and params is not None:
+            self._retire(running, params)
+        elif params is None:
             self._owned.pop(job.id, None)
+            self._ledger.ended((job.id,))
             self.stats.done += 1
             self.signals.finished(job, Outcome.DONE, True)
             self._log_finished(job, Outcome.DONE, time.monotonic() - running.started)
@@ -499,13 +537,49 @@ class Worker:
         args = (running.ctx,) if task.takes_context else ()
         payload = running.job.payload
         if task.is_async:
-            await task.fn(*args, **payload)
+            deadline = asyncio.timeout(task.timeout)
+            running.on_loop = True
+            try:
+                async with deadline:
+                    await task.fn(*args, **payload)
+            except TimeoutError:
+                if deadline.expired():
+                    raise _timed_out(task) from None
+                raise
+            finally:
+                running.on_loop = False
             return
         context = contextvars.copy_context()
         call = functools.partial(context.run, task.fn, *args, **payload)
         running.in_thread = True
-        await self._rt.loop.run_in_executor(self._handler_pool, call)
+        future = self._rt.loop.run_in_executor(self._handler_pool, call)
+        done, _ = await asyncio.wait({future}, timeout=task.timeout)
+        if not done:
+            running.stuck = True
+            # Whatever the thread ends with later is no one's business any more.
+            future.add_done_callback(_discard_outcome)
+            raise _timed_out(task)
         running.in_thread = False
+        future.result()
+
+    def _retire(self, running: _Running, params: JobFinishParams) -> None:
+        """A sync handler is stuck past its timeout: stop claiming, let the other jobs finish,
+        report this attempt's failure last, and leave the process for a fresh one to replace."""
+        self.stats.stuck += 1
+        if params.outcome == Outcome.RETRY:
+            params = dataclasses.replace(
+                params, retry_delay=max(params.retry_delay, STUCK_RETRY_FLOOR)
+            )
+        self._stuck_results.append(_Result(running.job, params))
+        log.error(
+            "job %d %s ran past its %.3gs timeout in a thread that cannot be stopped; "
+            "finishing the other jobs, then exiting for a fresh process",
+            running.job.id,
+            running.job.task,
+            self.app.tasks[running.job.task].timeout,
+            extra=_job_extra(running.job, "worker.retire", self.worker_id),
+        )
+        self.request_stop()
 
     def _failed(self, running: _Running, exc: BaseException, *, delay: float) -> JobFinishParams:
         job = running.job
@@ -562,6 +636,7 @@ class Worker:
     def _record(self, result: _Result, accepted: bool) -> None:
         job, outcome = result.job, result.params.outcome
         running = self._owned.pop(job.id, None)
+        self._ledger.ended((job.id,))
         duration = time.monotonic() - running.started if running else 0.0
         if not accepted:
             self.stats.lost += 1
@@ -677,13 +752,12 @@ class Worker:
             )
         await self._drain_in_flight()
         now = self._rt.stop_now.is_set()
-        try:
-            report_for = 1.0 if now else max(self.options.shutdown_grace, 5.0)
-            await asyncio.wait_for(self._rt.results.join(), timeout=report_for)
-        except TimeoutError:
-            log.error(
-                "gave up reporting %d result(s); their leases will expire", self._rt.results.qsize()
-            )
+        report_for = 1.0 if now else max(self.options.shutdown_grace, 5.0)
+        await self._report_all(report_for)
+        if self._stuck_results:
+            for result in self._stuck_results:
+                await self._rt.results.put(result)
+            await self._report_all(report_for)
         for helper in helpers:
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
@@ -696,6 +770,50 @@ class Worker:
             self.stats,
             extra={"action": "worker.stop", "worker": self.worker_id},
         )
+
+    async def _report_all(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._rt.results.join(), timeout=timeout)
+        except TimeoutError:
+            log.error(
+                "gave up reporting %d result(s); their leases will expire", self._rt.results.qsize()
+            )
+
+    # -- a blocked event loop -------------------------------------------------------------
+
+    async def _pulse(self) -> None:
+        while True:
+            self._loop_seen = time.monotonic()
+            await asyncio.sleep(PULSE_SECONDS)
+
+    def _watch_loop(self) -> None:
+        """Thread: exits the process once the event loop has been blocked for longer than the
+        lease of the async jobs running (one of them blocks it), or of every job the process
+        holds when none is. By then the blocker's lease has run out and another worker may
+        have it, and nothing else could end this process: no job of it is heartbeated or
+        reported any more, and a stop request needs the loop too."""
+        while not self._closing.wait(PULSE_SECONDS):
+            blocked = time.monotonic() - self._loop_seen
+            if blocked < 2 * PULSE_SECONDS:
+                continue
+            try:
+                # Nothing changes these while the loop is blocked; a change means it is not.
+                held = list(self._owned.values())
+            except RuntimeError:
+                continue
+            suspects = [r for r in held if r.on_loop] or held
+            if not suspects or blocked <= max(r.job.lease_seconds for r in suspects):
+                continue
+            log.critical(
+                "the event loop has been blocked for %.0fs, past the leases of jobs %s; "
+                "exiting with code %d for a fresh process to take over",
+                blocked,
+                ", ".join(f"{r.job.id} ({r.job.task})" for r in suspects),
+                EXIT_RETIRED,
+                extra={"action": "worker.blocked", "worker": self.worker_id},
+            )
+            flush_logs()
+            os._exit(EXIT_RETIRED)
 
     async def _drain_in_flight(self) -> None:
         tasks = [r.task for r in self._owned.values() if r.task is not None and not r.task.done()]
@@ -743,6 +861,23 @@ class _StoppedNow(Exception):
 
 class _Interrupted(Exception):
     """The worker stopped while the job ran."""
+
+
+def _timed_out(task: Task[Any, Any]) -> JobTimeout:
+    return JobTimeout(f"the handler ran longer than its task's {task.timeout or 0:.6g}s timeout")
+
+
+def _discard_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def flush_logs() -> None:
+    """Before `os._exit`, which skips it: write out what the log handlers and streams hold."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
 
 
 def _error(running: _Running, exc: BaseException | None, outcome: str) -> dict[str, Any]:

@@ -298,6 +298,7 @@ class PostgresStore:
             "statuses": [str(s) for s in params.statuses],
             "queue": params.queue,
             "task": params.task,
+            "worker": params.worker,
             "before_id": params.before_id,
             "limit": params.limit,
         }

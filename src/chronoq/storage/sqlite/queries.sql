@@ -270,6 +270,7 @@ WHERE (json_array_length(:statuses) = 0
        OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
+  AND (:worker IS NULL OR worker_id = :worker)
   AND (:before_id IS NULL OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit

@@ -281,6 +281,7 @@ class SqliteStore:
             "statuses": json.dumps([str(s) for s in params.statuses]),
             "queue": params.queue,
             "task": params.task,
+            "worker": params.worker,
             "before_id": params.before_id,
             "limit": params.limit,
         }

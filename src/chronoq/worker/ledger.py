@@ -1,0 +1,205 @@
+"""Which jobs a supervised worker process is running, told to its supervisor as it changes.
+
+A job handler can take its whole process down: `os._exit`, a signal, a crash in C code. The
+lease would bring such a job back once it expires, but the jobs the process had only claimed
+ahead would each lose an attempt they never used, the crash would read as a lease that ran
+out, and nothing would run the jobs again until then. So a worker under a supervisor writes a
+line of JSON to a pipe each time the set of handlers it runs changes:
+
+```
+{"worker": "host:pid:abc123"}     once, at start: the id its claims carry
+{"started": [id, ...]}            handlers about to run
+{"ended": [id, ...]}              handlers done (sent lazily)
+```
+
+When the process dies, the supervisor reads the pipe to its end and asks the store which jobs
+that worker id still holds. Those it had started failed with the crash: they retry after their
+task's backoff, or go dead on their last attempt. The others were only claimed: they are given
+back without using an attempt. The store, not the pipe, says what was claimed, so a process
+that dies while a claim's answer is on its way leaves nothing behind; every write is fenced by
+the lease token the store returned, so a job reported or rescued meanwhile is left alone.
+
+A "started" line is written before the handlers it names run, so a crash can never count a
+running job as waiting. A "started" id whose "ended" never arrived only makes the supervisor
+fail a job that was claimed again and not started: the safe side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from chronoq.core.jobs import Job, JobStatus, Outcome
+from chronoq.storage.base import JobFinishParams, JobLeaseRef, JobListParams
+
+if TYPE_CHECKING:
+    from chronoq.app import App
+
+log = logging.getLogger("chronoq.supervisor")
+LEDGER_FD_ENV = "CHRONOQ_LEDGER_FD"
+
+
+class JobLedger:
+    """The worker's side: writes its holdings to the supervisor's pipe (a no-op without one)."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        self._fd = fd
+        self._ended: list[int] = []
+
+    @classmethod
+    def from_environment(cls) -> JobLedger:
+        """The pipe the supervisor passed down, if any. The variable is removed so that
+        processes the jobs start do not write to it."""
+        value = os.environ.pop(LEDGER_FD_ENV, "")
+        if not value.isdigit():
+            return cls(None)
+        fd = int(value)
+        try:
+            os.set_inheritable(fd, False)
+        except OSError:
+            return cls(None)
+        return cls(fd)
+
+    @property
+    def enabled(self) -> bool:
+        return self._fd is not None
+
+    def hello(self, worker_id: str) -> None:
+        if self._fd is not None:
+            self._write({"worker": worker_id})
+
+    def started(self, ids: Sequence[int]) -> None:
+        if self._fd is not None and ids:
+            self._write({"started": list(ids)})
+
+    def ended(self, ids: Iterable[int]) -> None:
+        """Held no longer. Sent with the next write, or once enough pile up: a late "ended"
+        only makes the supervisor try a fenced write that the store refuses."""
+        if self._fd is not None:
+            self._ended.extend(ids)
+            if len(self._ended) >= 256:
+                self._write({})
+
+    def _write(self, record: dict[str, object]) -> None:
+        if self._ended:
+            record["ended"], self._ended = self._ended, []
+        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]  # type: ignore[arg-type]
+        except OSError:
+            # The supervisor is gone; the orphan watch stops this worker soon.
+            self._fd = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+class LedgerReader:
+    """The supervisor's side: what one child is running, rebuilt from the lines it wrote."""
+
+    def __init__(self) -> None:
+        self.worker_id: str | None = None
+        self.running: set[int] = set()
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            if line:
+                self._apply(line)
+
+    def _apply(self, line: bytes) -> None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return  # a child killed mid-write leaves at most one torn line, its last
+        self.worker_id = record.get("worker", self.worker_id)
+        self.running.update(record.get("started", ()))
+        self.running.difference_update(record.get("ended", ()))
+
+
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """How a child process died, the worker id its claims carry, and the handlers it ran."""
+
+    pid: int
+    code: int
+    worker_id: str | None
+    running: frozenset[int]
+
+
+def describe_exit(code: int) -> str:
+    """A child's end, from its `wait` status: "was killed by SIGKILL", "exited with code 1"."""
+    return f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
+    """Settle the jobs a dead child's worker still holds; returns (failed, released) ids."""
+    if orphans.worker_id is None:
+        return set(), set()  # it died before its first claim
+    held = _held_by(app, orphans.worker_id)
+    message = (
+        f"the worker process (pid {orphans.pid}) {describe_exit(orphans.code)} while this job ran"
+    )
+    failures = [
+        _crash_result(app, job, message, orphans.worker_id)
+        for job in held
+        if job.id in orphans.running
+    ]
+    waiting = [
+        JobLeaseRef(job.id, job.lease_token) for job in held if job.id not in orphans.running
+    ]
+    failed = app.store.job_finish_many(failures) if failures else set()
+    released = app.store.job_release_many(waiting) if waiting else set()
+    log.info(
+        "settled the jobs of worker %s: attempts failed %s, given back %s",
+        orphans.worker_id,
+        sorted(failed),
+        sorted(released),
+        extra={"action": "supervisor.settled", "worker": orphans.worker_id},
+    )
+    return failed, released
+
+
+def _held_by(app: App, worker_id: str) -> list[Job]:
+    held: list[Job] = []
+    before: int | None = None
+    while page := app.store.job_list(
+        JobListParams(statuses=[JobStatus.RUNNING], worker=worker_id, limit=1000, before_id=before)
+    ):
+        held.extend(page)
+        before = page[-1].id
+    return held
+
+
+def _crash_result(app: App, job: Job, message: str, worker_id: str) -> JobFinishParams:
+    task = app.tasks.get(job.task)
+    dead = job.out_of_attempts
+    delay = 0.0 if dead or task is None else task.backoff.delay(job.attempts)
+    error = {
+        "attempt": job.attempts,
+        "error": "WorkerCrashed",
+        "message": message,
+        "traceback": "",
+        "worker": worker_id,
+        "outcome": "dead" if dead else "retry",
+    }
+    outcome = Outcome.DEAD if dead else Outcome.RETRY
+    return JobFinishParams(job.id, job.lease_token, outcome, delay, error)
