@@ -7,6 +7,7 @@ clock starts (`ready` / `go`), so interpreter start-up is not counted as queue t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -18,9 +19,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -29,13 +32,14 @@ import psycopg
 import redis
 from psycopg import sql
 
-from bench import cpu, herd
+from bench import cpu, herd, poison
 from bench.merge import FIGURE_KEYS
 from bench.pgproxy import CountingProxy
 from bench.stats import percentile, summary
 from bench.systems import load
 from bench.systems.base import RateLimit, System, Target, WorkerConfig
 from bench.systems.sql import Q
+from chronoq import App, JobSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "chronoq_bench"
@@ -46,6 +50,49 @@ LATENESS_LEAD = 3.0  # seconds between enqueueing the lateness jobs and the firs
 HERD_LEAD = 2.0
 # Every figure, in the order a full run takes them; "latency" is pickup and lateness together.
 FIGURES = tuple(FIGURE_KEYS)
+
+# The poison figure runs the real `chronoq worker` command on an app written into the work dir:
+# ordinary work on one queue, handlers that take their worker process down on another.
+POISON_WORK_JOBS = 200_000
+POISON_LAYOUT = WorkerConfig(processes=2, concurrency=100, batch=100)
+POISON_MAX_ATTEMPTS = 3
+POISON_TIMEOUT = 0.5  # seconds: the hang task's timeout
+WORK_MAX_ATTEMPTS = 10  # a work job may run beside a poison one when it strikes, more than once
+# Claims take the highest priority first, then the earliest due: at priority 1 a poison job is
+# claimed as it falls due (and again as each retry does), not behind the backlog of work.
+POISON_PRIORITY = 1
+WORK_QUEUE, POISON_QUEUE = "work", "poison"
+POISON_MODULE = "bench_poison_app"
+POISON_APP = f'''"""The poison figure's app: trivial work, and handlers that end their process."""
+
+import os
+import threading
+
+import chronoq
+
+app = chronoq.App()
+QUICK = chronoq.Backoff(base=0.2, cap=1)
+
+
+@app.task(queue="{WORK_QUEUE}", max_attempts={WORK_MAX_ATTEMPTS}, backoff=QUICK)
+def work(n: int) -> int:
+    return n * 2
+
+
+@app.task(queue="{POISON_QUEUE}", max_attempts={POISON_MAX_ATTEMPTS}, backoff=QUICK)
+def exit_hard() -> None:
+    os._exit(3)
+
+
+@app.task(
+    queue="{POISON_QUEUE}",
+    max_attempts={POISON_MAX_ATTEMPTS},
+    backoff=QUICK,
+    timeout={POISON_TIMEOUT},
+)
+def hang() -> None:
+    threading.Event().wait()
+'''
 
 
 class BenchError(Exception):
@@ -69,6 +116,9 @@ class Settings:
     efficiency_jobs: int
     herd_jobs: int
     herd_rate: float  # jobs per second; the burst is the system's default
+    poison_work_jobs: int
+    poison_exit_hard: int  # poison jobs whose handler ends its process with os._exit(3)
+    poison_hang: int  # poison jobs whose sync handler blocks past its timeout
     figures: tuple[str, ...] = FIGURES
     log: Callable[[str], None] = print
 
@@ -86,6 +136,9 @@ class Settings:
             "efficiency_jobs": 20_000,
             "herd_jobs": 20_000,
             "herd_rate": 1_000.0,
+            "poison_work_jobs": POISON_WORK_JOBS,
+            "poison_exit_hard": 20,
+            "poison_hang": 5,
         }
         return cls(**(values | overrides))
 
@@ -103,6 +156,9 @@ class Settings:
             "efficiency_jobs": 300,
             "herd_jobs": 600,
             "herd_rate": 200.0,
+            "poison_work_jobs": 300,
+            "poison_exit_hard": 2,
+            "poison_hang": 1,
         }
         return cls(**(values | overrides))
 
@@ -642,6 +698,322 @@ def _herd_row(
     }
 
 
+def figure_poison(settings: Settings) -> list[dict[str, Any]]:
+    """chronoq's work queue drained by `chronoq worker --processes 2`, without and then with
+    poison jobs on another queue that crash or retire the worker processes; every figure comes
+    from the database and the supervisor's log."""
+    baselines: list[PoisonResult] = []
+    poisoned: list[PoisonResult] = []
+    for _ in range(settings.repeats):
+        baselines.append(poison_once(settings, None))
+        # The poison jobs fall due across the time the same work took without them.
+        poisoned.append(poison_once(settings, baselines[-1].seconds))
+    row = _poison_row(settings, baselines, poisoned)
+    settings.log(
+        f"poison chronoq: {row['baseline_jobs_per_s']['median']:,.0f} jobs/s without poison, "
+        f"{row['poisoned_jobs_per_s']['median']:,.0f} with ({row['ratio']['median']:.2f}×); "
+        f"{row['crashed']['median']:.0f} crashes + {row['retired']['median']:.0f} retirements, "
+        f"every poison job dead at {POISON_MAX_ATTEMPTS} attempts, no work job lost"
+    )
+    return [row]
+
+
+@dataclass(frozen=True)
+class PoisonResult:
+    """One drain of the work queue, with or without poison jobs beside it."""
+
+    seconds: float  # the work queue's first start to its last finish, by the database's clock
+    jobs_per_s: float
+    window_s: float  # the poison jobs fell due across this many seconds (0: none enqueued)
+    log: poison.SupervisorLog
+    crashed_workers: int  # distinct worker ids in WorkerCrashed records
+    work_retried: int
+    work_extra_attempts: int
+    work_max_attempts: int
+    work_not_done: int
+    work_errors: dict[str, int]
+    poison_dead_at_max: int
+    poison_errors: dict[str, dict[str, int]]
+    down_share: float  # process time the empty slots cost inside the work drain
+    supervisor_running: bool  # once every job had ended
+    exit_code: int  # the supervisor's, after SIGTERM
+
+
+@dataclass
+class PoisonSupervisor:
+    """`python -m chronoq worker` with `POISON_LAYOUT` on the poison app, its log in a file."""
+
+    dsn: str
+    work_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        app_dir = self.work_dir / "poison-app"
+        app_dir.mkdir(exist_ok=True)
+        (app_dir / f"{POISON_MODULE}.py").write_text(POISON_APP, encoding="utf-8")
+        config = POISON_LAYOUT
+        command = [sys.executable, "-m", "chronoq", "worker", "--app", f"{POISON_MODULE}:app"]
+        options = {
+            "--dsn": self.dsn,
+            "--processes": config.processes,
+            "--concurrency": config.concurrency,
+            "--batch": config.batch,
+        }
+        command += [str(part) for pair in options.items() for part in pair]
+        with self.log_path.open("wb") as sink:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=app_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=os.environ | {"PYTHONUNBUFFERED": "1"},
+            )
+
+    def text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise BenchError(
+                f"the poison figure's supervisor exited with {self.proc.returncode} while its "
+                f"jobs ran ({self.log_path}):\n{self.text()[-2000:]}"
+            )
+
+    def wait_serving(self, timeout: float = 60.0) -> None:
+        """Until every worker process has logged that it serves its queues."""
+        deadline = time.monotonic() + timeout
+        while self.text().count(" serving ") < POISON_LAYOUT.processes:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise BenchError(f"poison workers not serving after {timeout:.0f}s")
+            time.sleep(POLL)
+
+    def stop(self) -> int:
+        """SIGTERM, as a deployment stops it; its exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # its children stop by themselves once it is gone
+            self.proc.wait()
+            raise BenchError(
+                f"the poison figure's supervisor ignored SIGTERM ({self.log_path})"
+            ) from None
+
+
+def poison_once(settings: Settings, window_s: float | None) -> PoisonResult:
+    """The work jobs, and with a `window_s` the poison jobs, on a fresh database: all due at one
+    instant after the workers serve (the poison jobs across `window_s` seconds from it)."""
+    target = fresh_environment(settings)
+    jobs = settings.poison_work_jobs
+    plan = (
+        []
+        if window_s is None
+        else poison.schedule(settings.poison_exit_hard, settings.poison_hang, window_s)
+    )
+    runs = len(list(settings.work_dir.glob("poison-*.log")))
+    label = "poisoned" if plan else "baseline"
+    supervisor = PoisonSupervisor(
+        target.pg_dsn, settings.work_dir, settings.work_dir / f"poison-{runs}-{label}.log"
+    )
+    app = App(target.pg_dsn, pool_size=1)
+    watch = None
+    try:
+        app.migrate()
+        supervisor.start()
+        supervisor.wait_serving()
+        watch = psycopg.connect(target.pg_dsn, autocommit=True)
+        lead = poison_lead(jobs)
+        row = watch.execute(Q["chronoq_herd_due_at"], {"lead": lead}).fetchone()
+        due = row[0] if row else None
+        if not isinstance(due, datetime):
+            raise BenchError(f"the database clock read {due!r}, not a timestamp")
+        work = (JobSpec("work", {"n": n}, queue=WORK_QUEUE, at=due) for n in range(jobs))
+        poisons = [
+            JobSpec(
+                task, queue=POISON_QUEUE, priority=POISON_PRIORITY, at=due + timedelta(seconds=s)
+            )
+            for s, task in plan
+        ]
+        app.enqueue_many(itertools.chain(work, poisons))
+        settle(target)
+        if datetime.now(UTC) > due:
+            raise BenchError(f"poison: enqueue of {jobs:,} jobs took longer than {lead:g} s")
+        _wait_poison_drained(watch, supervisor, jobs + len(plan), timeout=drain_timeout(jobs))
+        work_row = watch.execute(Q["poison_work"], {"queue": WORK_QUEUE}).fetchone()
+        work_errors: dict[str, int] = {
+            str(kind): int(n)
+            for kind, n in watch.execute(Q["poison_work_errors"], {"queue": WORK_QUEUE})
+        }
+        poison_jobs = [
+            poison.PoisonJob(*found)
+            for found in watch.execute(Q["poison_jobs"], {"queue": POISON_QUEUE})
+        ]
+        crashed_row = watch.execute(Q["poison_crashed_workers"]).fetchone()
+        running = supervisor.proc is not None and supervisor.proc.poll() is None
+        exit_code = supervisor.stop()
+    finally:
+        if watch is not None:
+            watch.close()
+        if supervisor.proc is not None and supervisor.proc.poll() is None:
+            supervisor.proc.kill()
+            supervisor.proc.wait()
+        app.close()
+    return _poison_result(
+        settings,
+        supervisor,
+        PoisonRead(
+            jobs,
+            window_s or 0.0,
+            work_row,
+            work_errors,
+            poison_jobs,
+            int(crashed_row[0]) if crashed_row else 0,
+            running,
+            exit_code,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class PoisonRead:
+    """What one poison run left behind, as read before the checks."""
+
+    jobs: int
+    window_s: float
+    work_row: tuple[Any, ...] | None
+    work_errors: dict[str, int]
+    poison_jobs: list[poison.PoisonJob]
+    crashed_workers: int
+    supervisor_running: bool
+    exit_code: int
+
+
+def poison_lead(jobs: int) -> float:
+    """Seconds from reading the database's clock to the instant the jobs fall due: the bulk
+    enqueue and the VACUUM ANALYZE after it, at well under 40k jobs a second, plus 2 s."""
+    return 2.0 + jobs / 40_000
+
+
+def _wait_poison_drained(
+    watch: psycopg.Connection[tuple[Any, ...]],
+    supervisor: PoisonSupervisor,
+    jobs: int,
+    timeout: float,
+) -> None:
+    started = time.perf_counter()
+    args = {"cap": 1, "work": WORK_QUEUE, "poison": POISON_QUEUE}
+    while True:
+        row = watch.execute(Q["poison_unfinished"], args).fetchone()
+        if not row or not row[0]:
+            return
+        supervisor.check_alive()
+        if time.perf_counter() - started > timeout:
+            raise BenchError(f"poison: not drained after {timeout:.0f}s ({jobs:,} jobs)")
+        time.sleep(POLL)
+
+
+def _poison_result(
+    settings: Settings, supervisor: PoisonSupervisor, read: PoisonRead
+) -> PoisonResult:
+    """The run's figures, once every condition the figure stands on has been checked: each
+    one failing is a bug in what is measured, and fails the figure."""
+    where = f"(log: {supervisor.log_path})"
+    if read.work_row is None or read.work_row[5] is None:
+        raise BenchError(f"poison: no work job started {where}")
+    count, done, retried, extra, max_attempts, first_start, last_finish = read.work_row
+    if count != read.jobs or done != read.jobs:
+        raise BenchError(
+            f"poison: {done:,} of {read.jobs:,} work jobs done ({count:,} stored) {where}"
+        )
+    expected = settings.poison_exit_hard + settings.poison_hang if read.window_s else 0
+    problems = poison.poison_problems(read.poison_jobs, POISON_MAX_ATTEMPTS, expected)
+    if problems:
+        raise BenchError("poison: " + "; ".join(problems) + f" {where}")
+    log = poison.parse_log(supervisor.text())
+    if not read.supervisor_running or log.gave_up:
+        raise BenchError(f"poison: the supervisor gave up on its worker processes {where}")
+    if read.exit_code != 0:
+        raise BenchError(
+            f"poison: the supervisor exited with {read.exit_code} after SIGTERM {where}"
+        )
+    if not read.window_s and log.deaths:
+        raise BenchError(f"poison: {len(log.deaths)} worker death(s) without poison {where}")
+    start, end = float(first_start), float(last_finish)
+    seconds = end - start
+    return PoisonResult(
+        seconds=seconds,
+        jobs_per_s=read.jobs / seconds,
+        window_s=read.window_s,
+        log=log,
+        crashed_workers=read.crashed_workers,
+        work_retried=int(retried),
+        work_extra_attempts=int(extra),
+        work_max_attempts=int(max_attempts),
+        work_not_done=read.jobs - int(done),
+        work_errors=read.work_errors,
+        poison_dead_at_max=poison.dead_at(read.poison_jobs, POISON_MAX_ATTEMPTS),
+        poison_errors=poison.error_kinds(read.poison_jobs),
+        down_share=log.down_within(start, end) / (POISON_LAYOUT.processes * seconds),
+        supervisor_running=read.supervisor_running,
+        exit_code=read.exit_code,
+    )
+
+
+def _poison_row(
+    settings: Settings, baselines: list[PoisonResult], poisoned: list[PoisonResult]
+) -> dict[str, Any]:
+    def added(counts: Sequence[dict[str, int]]) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for each in counts:
+            total.update(each)
+        return dict(sorted(total.items()))
+
+    down = [statistics.median(r.log.down_s()) if r.log.down_s() else 0.0 for r in poisoned]
+    tasks = sorted({task for r in poisoned for task in r.poison_errors})
+    return {
+        "system": "chronoq",
+        "config": POISON_LAYOUT.to_dict(),
+        "work_jobs": settings.poison_work_jobs,
+        "exit_hard": settings.poison_exit_hard,
+        "hang": settings.poison_hang,
+        "max_attempts": POISON_MAX_ATTEMPTS,
+        "timeout_s": POISON_TIMEOUT,
+        "baseline_s": summary([r.seconds for r in baselines]),
+        "baseline_jobs_per_s": summary([r.jobs_per_s for r in baselines]),
+        "poisoned_s": summary([r.seconds for r in poisoned]),
+        "poisoned_jobs_per_s": summary([r.jobs_per_s for r in poisoned]),
+        "ratio": summary(
+            [p.jobs_per_s / b.jobs_per_s for b, p in zip(baselines, poisoned, strict=True)]
+        ),
+        "window_s": summary([r.window_s for r in poisoned]),
+        "deaths": summary([len(r.log.deaths) for r in poisoned]),
+        "crashed": summary([r.log.crashed for r in poisoned]),
+        "retired": summary([r.log.retired for r in poisoned]),
+        "crashed_workers": summary([r.crashed_workers for r in poisoned]),
+        "down_s_per_death": summary(down),
+        "down_share": summary([r.down_share for r in poisoned]),
+        # Totals over the runs with poison; every run was checked before it counted here.
+        "poison_jobs": (settings.poison_exit_hard + settings.poison_hang) * len(poisoned),
+        "poison_dead_at_max_attempts": sum(r.poison_dead_at_max for r in poisoned),
+        "poison_errors": {
+            task: added([r.poison_errors.get(task, {}) for r in poisoned]) for task in tasks
+        },
+        "work_retried": summary([r.work_retried for r in poisoned]),
+        "work_extra_attempts": summary([r.work_extra_attempts for r in poisoned]),
+        "work_max_attempts": max(r.work_max_attempts for r in poisoned),
+        "work_not_done": sum(r.work_not_done for r in baselines + poisoned),
+        "work_errors": added([r.work_errors for r in poisoned]),
+        "supervisor_running": all(r.supervisor_running for r in baselines + poisoned),
+        "supervisor_exit_codes": [r.exit_code for r in baselines + poisoned],
+    }
+
+
 def best_configs(drain_rows: list[dict[str, Any]]) -> dict[str, WorkerConfig]:
     best: dict[str, dict[str, Any]] = {}
     for row in drain_rows:
@@ -684,6 +1056,8 @@ def run(settings: Settings) -> dict[str, Any]:
         figures["efficiency"] = figure_efficiency(settings, {name: best[name] for name in postgres})
     if "herd" in selected:
         figures["herd"] = figure_herd(settings, list(classes))
+    if "poison" in selected and "chronoq" in classes:
+        figures["poison"] = figure_poison(settings)
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),

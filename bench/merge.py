@@ -19,6 +19,7 @@ FIGURE_KEYS: dict[str, tuple[str, ...]] = {
     "backlog": ("backlog",),
     "efficiency": ("efficiency",),
     "herd": ("herd",),
+    "poison": ("poison",),
 }
 FIGURE_TITLES = {
     "drain": "drain",
@@ -27,6 +28,7 @@ FIGURE_TITLES = {
     "backlog": "backlog independence",
     "efficiency": "efficiency at saturation",
     "herd": "the 09:00 herd under a rate limit",
+    "poison": "poison jobs beside ordinary work",
 }
 PROVENANCE = ("started_at", "duration_s", "smoke", "repeats", "machine")
 

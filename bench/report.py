@@ -195,6 +195,7 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
         ("backlog", _backlog_section),
         ("efficiency", _efficiency_section),
         ("herd", _herd_section),
+        ("poison", _poison_section),
     )
     for key, section in sections:
         if figures.get(key):
@@ -444,6 +445,111 @@ def _herd_section(figures: dict[str, Any], charts: dict[str, str], title: Title)
         lines += ["Not measured (bench/PEERS.md):", ""]
         lines += [f"- {title(r['system'])}: {r['skipped']}." for r in skipped]
         lines += [""]
+    return lines
+
+
+def _poison_section(figures: dict[str, Any], charts: dict[str, str], title: Title) -> list[str]:
+    rows = figures["poison"]
+    first = rows[0]
+    config = first["config"]
+    attempts = first["max_attempts"]
+    lines = [
+        "## 7. Poison jobs beside ordinary work",
+        "",
+        f"{first['work_jobs']:,} trivial sync jobs on queue `work`, drained by the real command "
+        f"`chronoq worker --processes {config['processes']} --concurrency "
+        f"{config['concurrency']} --batch {config['batch']}` (a supervisor and its worker "
+        "processes), once alone and once beside poison jobs on queue `poison`: "
+        f"{first['exit_hard']} whose handler ends its process (`os._exit(3)`) and "
+        f"{first['hang']} whose sync handler blocks past its {first['timeout_s']:g} s timeout "
+        "(the worker finishes its other jobs and exits for a fresh process), all with "
+        f"max_attempts {attempts} and a backoff of 0.2 s doubling to 1 s. The poison jobs fall "
+        "due at even intervals across the time the same work took alone in that repeat, at a "
+        "higher priority, so each is claimed as it falls due rather than after the backlog. "
+        "Drain time runs from the work queue's first `started_at` to its last `finished_at`; "
+        "the ratio is the rate with poison over the rate alone, repeat by repeat. Worker deaths "
+        "come from the supervisor's log: crashed (a poison job ended the process) and retired "
+        "(a handler stuck past its timeout); down is how long a slot stood empty, from the "
+        "death to its new process serving (a crash is restarted after 0.1 s, a retirement at "
+        "once), and capacity lost is the share of the worker processes' time inside the work "
+        "drain that slots stood empty. A work job running beside a poison job when it struck "
+        "loses that attempt and is retried; jobs only claimed ahead are given back unused. The "
+        f"harness fails the figure unless every poison job ended dead at exactly {attempts} "
+        "attempts, every work job ended done, and the supervisor was still running at the end "
+        "and stopped cleanly on SIGTERM. The handler is sync (a thread per job), so the rate "
+        "alone is not figure 1's.",
+        "",
+    ]
+    table = []
+    for r in rows:
+        ratio = r["ratio"]
+        share = r["down_share"]
+        healthy = r["supervisor_running"] and not any(r["supervisor_exit_codes"])
+        table.append(
+            [
+                title(r["system"]),
+                f"{r['config']['processes']}p c{r['config']['concurrency']} "
+                f"b{r['config']['batch']}",
+                f"{r['work_jobs']:,}",
+                f"{r['exit_hard']} exit_hard + {r['hang']} hang",
+                _rate(r["baseline_jobs_per_s"]),
+                _rate(r["poisoned_jobs_per_s"]),
+                f"{ratio['median']:.2f} ({ratio['min']:.2f}–{ratio['max']:.2f})",
+                f"{_rate(r['deaths'])}: {r['crashed']['median']:.0f} + "
+                f"{r['retired']['median']:.0f}",
+                _s(r["down_s_per_death"]),
+                f"{share['median']:.0%} ({share['min']:.0%}–{share['max']:.0%})",
+                f"{r['poison_dead_at_max_attempts']} of {r['poison_jobs']}",
+                f"{_rate(r['work_retried'])} ({r['work_extra_attempts']['median']:,.0f})",
+                f"{r['work_not_done']:,}",
+                "yes" if healthy else "**no**",
+            ]
+        )
+    lines += _table(
+        [
+            "system",
+            "layout",
+            "work jobs",
+            "poison jobs",
+            "work jobs/s alone",
+            "work jobs/s with poison",
+            "ratio",
+            "worker deaths: crashed + retired",
+            "down per death s",
+            "capacity lost",
+            f"poison jobs dead at {attempts} attempts (all runs)",
+            "work jobs retried (attempts lost)",
+            "work jobs not done (all runs)",
+            "supervisor running at the end",
+        ],
+        table,
+    )
+    for r in rows:
+        ratio, share = r["ratio"]["median"], r["down_share"]["median"]
+        lines += [
+            f"With poison jobs beside it, the work queue ran at {ratio:.2f}× its rate alone "
+            f"(medians). Its worker slots stood empty {share:.0%} of the processes' time in the "
+            f"drain; that alone would leave {1 - share:.2f}×. The two differ by what else a "
+            "death costs (the work attempts that ran beside a poison job, the new process's "
+            "start-up CPU, a retiring process winding down) and by what it frees: a surviving "
+            "process can run faster while its sibling is gone, since the two share the cores "
+            "with the database.",
+            "",
+        ]
+        endings = "; ".join(
+            f"{task}: " + ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
+            for task, kinds in r["poison_errors"].items()
+        )
+        lines += [
+            f"How the poison attempts ended, all runs together: {endings}. A hang job's attempt "
+            "ends as WorkerCrashed when a crash takes its process down before its timeout. "
+            "Crashes and retirements are medians of the runs; a claim can take several poison "
+            "jobs at once, and one death then fails all of them, so there are fewer deaths than "
+            "poison attempts. The crash records name "
+            f"{_rate(r['crashed_workers'])} distinct worker processes that died running a job, "
+            "against the crashes the supervisor logged.",
+            "",
+        ]
     return lines
 
 

@@ -61,6 +61,54 @@ SELECT run_at AS due_us, started_at AS started_us, worker_id
 FROM chronoq_jobs
 WHERE queue = :queue AND started_at IS NOT NULL
 
+-- name: poison_unfinished
+-- The poison figure's jobs pending (due or not yet: a retry waits out its backoff) or running,
+-- up to a cap, each half walking a partial index like `chronoq_unfinished`.
+SELECT count(*) AS n FROM (
+    (SELECT 1 FROM chronoq_jobs WHERE status = 'running' ORDER BY locked_until LIMIT %(cap)s)
+    UNION ALL
+    (SELECT 1 FROM chronoq_jobs
+     WHERE status = 'pending' AND queue = %(work)s ORDER BY run_at LIMIT %(cap)s)
+    UNION ALL
+    (SELECT 1 FROM chronoq_jobs
+     WHERE status = 'pending' AND queue = %(poison)s ORDER BY run_at LIMIT %(cap)s)
+) AS unfinished
+
+-- name: poison_work
+-- The work queue's drain, read once it is over: its span from the first start to the last
+-- finish in exact epoch seconds, and how its jobs ended. A retried job keeps the start of its
+-- last attempt, which is never the drain's first start unless that attempt itself failed.
+SELECT count(*) AS jobs,
+       count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE attempts > 1) AS retried,
+       coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1), 0) AS extra_attempts,
+       coalesce(max(attempts), 0) AS max_attempts,
+       extract(epoch FROM min(started_at)) AS first_start,
+       extract(epoch FROM max(finished_at)) AS last_finish
+FROM chronoq_jobs
+WHERE queue = %(queue)s
+
+-- name: poison_work_errors
+-- What the work queue's failed attempts say, by kind.
+SELECT e.value ->> 'error' AS kind, count(*) AS n
+FROM chronoq_jobs AS j, jsonb_array_elements(j.errors) AS e
+WHERE j.queue = %(queue)s
+GROUP BY 1
+ORDER BY 1
+
+-- name: poison_jobs
+SELECT id, task, status, attempts, max_attempts, errors
+FROM chronoq_jobs
+WHERE queue = %(queue)s
+ORDER BY id
+
+-- name: poison_crashed_workers
+-- Worker processes whose death failed at least one attempt (of any queue), by the worker id
+-- the crash records carry: a process that died running a job.
+SELECT count(DISTINCT e.value ->> 'worker') AS n
+FROM chronoq_jobs AS j, jsonb_array_elements(j.errors) AS e
+WHERE e.value ->> 'error' = 'WorkerCrashed'
+
 -- name: pgqueuer_unfinished
 -- PGQueuer moves finished jobs to its log table: what is left in the queue table is unfinished.
 SELECT count(*) AS n FROM (SELECT 1 FROM pgqueuer LIMIT $1) AS unfinished

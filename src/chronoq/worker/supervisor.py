@@ -21,7 +21,7 @@
   `chronoq.worker.ledger`). When a child dies holding jobs, `on_orphans` is called with them, in
   a thread of its own. A death while handlers ran is charged to those jobs' attempts, not to the
   crash budget, so a poison job ends dead at its max_attempts instead of taking the supervisor
-  down; the child is restarted after `backoff_base`.
+  down; the child is restarted after `EXCUSED_RESTART_DELAY`.
 - SIGTERM and SIGINT are forwarded to every child, and so is a second one (which makes workers
   stop at once); the supervisor then waits for all children. Children run in their own process
   group, so Ctrl-C in a terminal reaches them once, through the supervisor, not twice.
@@ -60,6 +60,9 @@ log = logging.getLogger("chronoq.supervisor")
 SUPERVISOR_PID_ENV = "CHRONOQ_SUPERVISOR_PID"
 EXIT_CONFIG = 2
 EXIT_RETIRED = os.EX_TEMPFAIL
+# The pause before replacing a child whose death its jobs paid for: no backoff, since the next
+# child does not meet the same fate unless it claims the same job, which its retry delays.
+EXCUSED_RESTART_DELAY = 0.1
 # How long a dead child's pipe may take to deliver its last lines (its own descendants do not
 # inherit the pipe, so the end of file comes with the child's death).
 LEDGER_DRAIN_SECONDS = 5.0
@@ -253,7 +256,7 @@ class Supervisor:
         if code == EXIT_RETIRED and not running:
             self._restart(slot, 0.0, "it retired")
         elif slot.excused:
-            self._restart(slot, self.options.backoff_base, "the jobs it ran pay for the crash")
+            self._restart(slot, EXCUSED_RESTART_DELAY, "the jobs it ran pay for the crash")
         elif code == EXIT_CONFIG:
             log.error("worker process %d has a configuration error; stopping", slot.number)
             self._fail(EXIT_CONFIG)
