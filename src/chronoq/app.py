@@ -36,7 +36,7 @@ from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import (
     PRIORITY_RANGE,
     PayloadShape,
-    check_aware,
+    check_instant,
     check_int,
     check_key,
     check_name,
@@ -119,6 +119,8 @@ class Task(Generic[P, R]):
         self.name = check_name("task", name)
         self.queue = check_name("queue", queue)
         self.max_attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+        if not isinstance(backoff, Backoff):
+            raise ConfigError(f"backoff must be a chronoq.Backoff, got {backoff!r}")
         self.backoff = backoff
         self.lease = check_positive_seconds("lease", lease)
         self.priority = check_int("priority", priority, *PRIORITY_RANGE)
@@ -214,11 +216,15 @@ class App:
             task = Task(
                 self,
                 func,
-                name=name or func.__name__,
-                queue=queue or self.config.default_queue,
-                max_attempts=max_attempts or self.config.default_max_attempts,
-                backoff=backoff or Backoff(),
-                lease=lease or self.config.default_lease,
+                # `is None`, not `or`: an empty name or a zero is a mistake to report, not a
+                # request for the default.
+                name=func.__name__ if name is None else name,
+                queue=self.config.default_queue if queue is None else queue,
+                max_attempts=(
+                    self.config.default_max_attempts if max_attempts is None else max_attempts
+                ),
+                backoff=Backoff() if backoff is None else backoff,
+                lease=self.config.default_lease if lease is None else lease,
                 priority=priority,
                 misfire=rule,
                 timeout=timeout,
@@ -366,7 +372,7 @@ class App:
             queue=queue,
             task=spec.task,
             payload_json=payload_json,
-            run_at=check_aware("at", spec.at) if spec.at is not None else None,
+            run_at=check_instant("at", spec.at) if spec.at is not None else None,
             delay_seconds=delay_seconds(spec.delay),
             priority=_priority(spec, known),
             max_attempts=_max_attempts(spec, known),
@@ -422,6 +428,8 @@ class App:
         """
 
         def declare(target: str | Task[Any, Any] | Callable[..., Any]) -> Any:
+            if not callable(target):
+                target = check_name("task", target)  # refuses what is neither name nor function
             bound = target if isinstance(target, str | Task) else self.task(target)
             task_name = bound if isinstance(bound, str) else bound.name
             spec = self.schedule_spec(

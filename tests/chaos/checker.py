@@ -16,7 +16,8 @@ Rules, each a list of violations (empty is a pass):
   rescue that ended it must be recorded before the second started.
 - **slow recoveries**: a job running on a worker that was SIGKILLed runs again within
   lease + rescue interval + 2 s of the kill, unless the database restarted or the workers'
-  connections were cut within that window (those recoveries are measured, not bounded).
+  connections were cut within that long before or after it, or another worker was stopped
+  around it (those recoveries are measured, not bounded).
 - **ticks**: each cron tick fired exactly once, with no tick missing between the first and last.
 - **retry delays**: a planned failure's retry falls due within `[0, min(cap, base * 2^n)]` of the
   failure (read from the run_at each execution was claimed with), and the delays, as fractions
@@ -296,14 +297,19 @@ def _check_recoveries(
     found: Findings, executions: dict[int, list[Execution]], faults: Sequence[Fault]
 ) -> None:
     limit = LEASE + RESCUE_INTERVAL + RECOVERY_SLACK
+    span = timedelta(seconds=limit)
     outages = [f.at for f in faults if f.kind in DATABASE_OUTAGES]
+    stops = [f.at for f in faults if f.kind == "stop_worker"]
     for fault in faults:
         if fault.kind != "kill_worker" or fault.target is None:
             continue
-        # The bound is for a crash alone: a database restart or cut connections within the
-        # window delay the rescue by their own length, so such recoveries are only measured.
-        window_end = fault.at + timedelta(seconds=limit)
-        compound = any(fault.at <= outage <= window_end for outage in outages)
+        # The bound is for a crash alone. Such recoveries are only measured when the crash met
+        # a database outage (a restart or cut connections within the bound before or after it:
+        # workers back off for up to 5 s after store errors) or another worker stopped
+        # (SIGSTOP lasts twice the lease) around it, which leaves fewer workers to re-run it.
+        compound = any(fault.at - span <= outage <= fault.at + span for outage in outages) or any(
+            fault.at - timedelta(seconds=2 * LEASE) <= stop <= fault.at + span for stop in stops
+        )
         for runs in executions.values():
             for run, after in itertools.pairwise(runs):
                 # The next run after the kill: one that began before it followed a rescue of

@@ -3,6 +3,7 @@ settling the jobs of a child that dies the way `chronoq worker --processes 3` do
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from chronoq.worker.ledger import Orphans, settle_orphans
@@ -13,6 +14,9 @@ PROCESSES = 3
 
 
 def main() -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("chronoq.supervisor").setLevel(logging.INFO)
+
     def on_orphans(orphans: Orphans) -> None:
         settle_orphans(app, orphans)
 

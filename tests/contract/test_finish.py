@@ -410,3 +410,23 @@ def test_async_enqueue_and_complete_in_the_callers_transaction(
     else:
         assert store.job_get(results[0].id) is None
         assert get(store, running_id) == running
+
+
+def test_a_retry_that_keeps_its_place_runs_at_once_ahead_of_later_jobs(store: Store) -> None:
+    first, _ = insert(store, params(run_at=PAST), params(run_at=PAST + timedelta(seconds=1)))
+    job = claim_one(store)
+    assert job.id == first
+    result = JobFinishParams(job.id, job.lease_token, Outcome.RETRY, 30.0, keep_place=True)
+    assert store.job_finish_many([result]) == {first}
+    again = get(store, first)
+    assert (again.status, again.run_at) == (JobStatus.PENDING, PAST)
+    assert claim_one(store).id == first  # still ahead of `later`, and the delay was ignored
+
+
+def test_a_skip_job_retried_in_place_gets_a_fresh_grace(store: Store) -> None:
+    [job_id] = insert(store, params(misfire="skip", misfire_grace=60.0))
+    job = claim_one(store)
+    before = store.db_now()
+    result = JobFinishParams(job.id, job.lease_token, Outcome.RETRY, keep_place=True)
+    assert store.job_finish_many([result]) == {job_id}
+    assert get(store, job_id).run_at >= before

@@ -280,6 +280,7 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
     app.store.job_finish_many([JobFinishParams(first.id, first.lease_token, Outcome.RETRY)])
     claimed = app.store.job_claim(JobClaimParams(queue, 3, "dead-worker"))
     assert {j.id for j in claimed} == set(ids[1:])
+    by_id = {j.id: j for j in claimed}
     running = frozenset({ids[1], ids[2]})  # ids[3] was claimed ahead, never started
 
     failed, released = settle_orphans(app, Orphans(4242, -signal.SIGKILL, "dead-worker", running))
@@ -301,6 +302,8 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
     assert dead.errors[-1]["worker"] == "dead-worker"
     assert (retried.status, retried.attempts) == (JobStatus.PENDING, 1)
     assert retried.errors[-1]["outcome"] == "retry"
+    # It runs again at once, in its place in line: ahead of jobs that fell due after it.
+    assert retried.run_at == by_id[ids[2]].run_at
     assert (given_back.status, given_back.attempts, given_back.errors) == (
         JobStatus.PENDING,
         0,

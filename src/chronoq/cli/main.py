@@ -90,6 +90,7 @@ def main(
 
 
 def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
+    _refuse_undecodable(arguments)
     parser = build_parser(HANDLERS, __version__)
     try:
         # argparse prints --help and --version to sys.stdout; send them where we were told.
@@ -102,6 +103,19 @@ def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
     if getattr(args, "handler", None) is None:
         raise missing_command(getattr(args, "command", None))
     return args
+
+
+def _refuse_undecodable(arguments: list[str]) -> None:
+    """Every argument must be text a database can store. A shell hands over bytes that are not
+    UTF-8 as lone surrogates, which neither store can encode; NUL only arrives from code."""
+    for argument in arguments:
+        if "\x00" in argument:
+            raise UsageError(f"argument {redact(argument)!r} contains a NUL character")
+        if not argument.isascii():
+            try:
+                argument.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(f"argument {redact(argument)!r} is not valid UTF-8") from None
 
 
 def _connection_retries_unlogged() -> contextlib.AbstractContextManager[None]:

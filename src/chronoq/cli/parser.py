@@ -17,6 +17,8 @@ from chronoq.core.jobs import JobStatus
 from chronoq.errors import ChronoqError
 
 MAX_JOB_ID = 2**63 - 1
+MAX_COUNT = 2**63 - 1  # the largest integer both databases store
+MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
     None: "migrate, worker, scheduler, enqueue, jobs, dead, schedule, queue, stats, demo",
@@ -54,6 +56,15 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
+    return value
+
+
+def preview_count(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_PREVIEW:
+        raise argparse.ArgumentTypeError(f"preview at most {MAX_PREVIEW} ticks, got {value}")
     return value
 
 
@@ -101,8 +112,10 @@ def instant(text: str) -> datetime:
 def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # malformed, or an integer with too many digits to convert
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("not valid JSON: it is nested too deeply") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(
             f"must be a JSON object of the handler's arguments, got a JSON {_json_kind(value)}"
@@ -350,7 +363,7 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
     preview.add_argument("cadence", metavar="CADENCE", help='cron ("0 9 * * *") or "every 30s"')
     preview.add_argument("--tz", default="UTC", metavar="ZONE")
     preview.add_argument("--from", dest="start", type=instant, metavar="ISO8601")
-    preview.add_argument("--count", type=positive_int, default=5, metavar="N")
+    preview.add_argument("--count", type=preview_count, default=5, metavar="N")
     _add_json(preview)
 
 

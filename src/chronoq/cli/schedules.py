@@ -12,6 +12,7 @@ from chronoq.cli.worker import configure_logging
 from chronoq.core.cron import parse_cadence, preview
 from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
+from chronoq.core.validate import check_name
 from chronoq.errors import InvalidSchedule, ScheduleNotFound
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.scheduling import key_limit, queue_limit_params
@@ -229,7 +230,7 @@ def queue_limit_key(run: Invocation) -> int:
     args = run.args
     limit = key_limit(args.pattern, args.rate, args.burst)
     with open_app(run.dsn) as app:
-        queue = app.store.key_limit_set(args.queue, limit)
+        queue = app.store.key_limit_set(check_name("queue", args.queue), limit)
     return _print_queue(run, queue, f"each key matching {args.pattern} limited")
 
 
@@ -246,7 +247,7 @@ def queue_unlimit_key(run: Invocation) -> int:
 
 def _queue_paused(run: Invocation, *, paused: bool) -> int:
     with open_app(run.dsn) as app:
-        queue = app.store.queue_pause(run.args.queue, paused)
+        queue = app.store.queue_pause(check_name("queue", run.args.queue), paused)
     return _print_queue(run, queue, "paused" if paused else "resumed")
 
 

@@ -76,7 +76,8 @@ def _run_in_process(app: App, job_worker: Worker) -> int:
         # purpose (code 75: replace me); in the second their leases expire and the jobs are
         # rescued.
         code = EXIT_RETIRED if stats.stuck else EXIT_OK
-        log.warning("exiting with code %d, job thread(s) still running", code)
+        threads = stats.stuck + stats.abandoned
+        log.warning("exiting with %d job thread(s) still running (exit code %d)", threads, code)
         flush_logs()
         os._exit(code)
     app.close()

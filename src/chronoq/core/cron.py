@@ -205,7 +205,13 @@ class IntervalCadence:
         object.__setattr__(self, "expression", f"every {_format_period(period_us)}")
 
     def next_after(self, moment: datetime) -> datetime:
-        return self._tick(self._index_at(check_aware("moment", moment)) + 1)
+        try:
+            return self._tick(self._index_at(check_aware("moment", moment)) + 1)
+        except OverflowError:
+            raise InvalidSchedule(
+                f"interval {self.expression!r} has no tick after {moment.isoformat()} "
+                "before the year 10000"
+            ) from None
 
     def ticks_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
         first, last = self._indices(after, until)

@@ -21,6 +21,8 @@ def parse_duration(text: str) -> timedelta:
     try:
         seconds = float(cleaned)
     except ValueError:
+        if cleaned.startswith("-"):
+            raise InvalidDuration(f"invalid duration {text!r}: it must not be negative") from None
         seconds = _sum_parts(text, cleaned)
     return _checked(text, seconds)
 

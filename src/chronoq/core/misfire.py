@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 
 from chronoq.core.cron import Cadence
 from chronoq.core.durations import parse_duration
-from chronoq.core.validate import check_aware
+from chronoq.core.validate import MAX_DELAY, check_aware
 from chronoq.errors import InvalidDuration, InvalidSchedule
 
 MAX_CATCH_UP = 10_000
@@ -84,6 +84,11 @@ class Misfire:
         if self.grace < timedelta(0):
             raise InvalidSchedule(
                 f"misfire grace must not be negative, got {_seconds_text(self.grace)}"
+            )
+        if self.grace > MAX_DELAY:
+            # The stores add the grace to a job's run_at: past this it leaves their range.
+            raise InvalidSchedule(
+                f"misfire grace must be at most 100 years, got {_seconds_text(self.grace)}"
             )
         _check_catch_up(self.policy, self.catch_up)
 
@@ -240,8 +245,10 @@ def _grace(value: timedelta | str | float | None) -> timedelta:
     if isinstance(value, str):
         return _grace_text(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise InvalidSchedule(f"misfire grace must be a finite duration, got {value!r}")
+        if abs(value) > MAX_DELAY.total_seconds():
+            raise InvalidSchedule(f"misfire grace must be between 0 and 100 years, got {value!r}s")
         return timedelta(seconds=value)
     raise InvalidSchedule(f"misfire grace must be a duration such as '30s', got {value!r}")
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from chronoq.core.validate import MAX_KEY_BYTES, utf8_size
 from chronoq.errors import ConfigError
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
@@ -47,6 +49,9 @@ DEFAULT_BURST_SECONDS = 0.05
 # jobs finishing is not announced.
 CONCURRENCY_RECHECK = timedelta(milliseconds=100)
 MAX_RATE = 1_000_000.0
+# Slower rates would put a key's deferred jobs, spaced at its rate, beyond any date.
+MIN_RATE = 1 / 86400
+MAX_CONCURRENCY = 2**31 - 1
 
 
 def parse_rate(text: str) -> float:
@@ -57,8 +62,8 @@ def parse_rate(text: str) -> float:
     if match is None:
         raise ConfigError(f"invalid rate {text!r}: use forms like 200/s, 5000/m, 10/h or 1/d")
     per_second = float(match.group(1)) / _PER[match.group(2)]
-    if not 0 < per_second <= MAX_RATE:
-        raise ConfigError(f"invalid rate {text!r}: it must be above 0 and at most 1000000/s")
+    if not MIN_RATE <= per_second <= MAX_RATE:
+        raise ConfigError(f"invalid rate {text!r}: it must be at least 1/d and at most 1000000/s")
     return per_second
 
 
@@ -68,6 +73,8 @@ def check_burst(rate: float, burst: float | None) -> float:
         return max(1.0, rate * DEFAULT_BURST_SECONDS)
     if isinstance(burst, bool) or not isinstance(burst, int | float) or not burst >= 1:
         raise ConfigError(f"burst must be a number of jobs, at least 1, got {burst!r}")
+    if burst > sys.float_info.max:
+        raise ConfigError(f"burst must be a finite number of jobs, got {burst!r}")
     return float(burst)
 
 
@@ -76,12 +83,18 @@ def check_concurrency(value: int | None) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"concurrency must be a whole number of jobs, at least 1, got {value!r}")
+    if value > MAX_CONCURRENCY:
+        raise ConfigError(f"concurrency must be at most {MAX_CONCURRENCY}, got {value}")
     return value
 
 
 def check_pattern(pattern: str) -> str:
     if not isinstance(pattern, str) or not pattern or len(pattern) > 1000:
         raise ConfigError(f"a key pattern must be non-empty text, got {pattern!r}")
+    if "\x00" in pattern:
+        raise ConfigError(f"key pattern {pattern!r} contains a NUL character")
+    if utf8_size("key pattern", pattern) > MAX_KEY_BYTES:
+        raise ConfigError(f"key pattern is longer than {MAX_KEY_BYTES} bytes in UTF-8")
     return pattern
 
 

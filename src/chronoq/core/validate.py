@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.core.durations import parse_duration
@@ -21,8 +21,14 @@ from chronoq.errors import (
 
 MAX_NAME_LENGTH = 200
 MAX_KEY_LENGTH = 1000
+# PostgreSQL refuses btree index entries over 2704 bytes, and a rate key shares one with its
+# queue name (at most 800 bytes in UTF-8) in the table of key buckets.
+MAX_KEY_BYTES = 1800
 MAX_DELAY = timedelta(days=365 * 100)
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+# Decoding JSON recurses once per level: a payload much deeper than this could be stored and
+# then fail to decode in a worker, whose stack is deeper than the enqueuing caller's.
+MAX_PAYLOAD_DEPTH = 256
 # json.dumps writes NUL as \u0000. An odd run of backslashes before "u0000" is that escape; an
 # even run is escaped backslashes followed by the plain text "u0000", which is fine.
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -39,6 +45,7 @@ def check_name(kind: str, value: object) -> str:
         raise ConfigError(f"{kind} name is {len(value)} characters long; the limit is 200")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise ConfigError(f"{kind} name {value!r} contains control characters")
+    utf8_size(f"{kind} name", value)
     return value
 
 
@@ -51,7 +58,40 @@ def check_key(key: object, field: str = "key") -> str | None:
         raise ConfigError(f"{field} is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
     if "\x00" in key:
         raise ConfigError(f"{field} contains a NUL character")
+    size = utf8_size(field, key)
+    if size > MAX_KEY_BYTES:
+        raise ConfigError(
+            f"{field} is {size} bytes long in UTF-8; the limit is {MAX_KEY_BYTES} bytes"
+        )
     return key
+
+
+def utf8_size(field: str, text: str) -> int:
+    """The length of `text` in UTF-8, or ConfigError when it holds a lone surrogate (which a
+    command line decodes from bytes that are not UTF-8), since no database can store it."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{field} {text!r} is not valid UTF-8 text: it holds the lone surrogate "
+            f"{exc.object[exc.start : exc.end]!r}"
+        ) from None
+
+
+def check_instant(field: str, moment: object) -> datetime:
+    """An aware datetime naming an instant the stores can hold: years 1 to 9999 in UTC."""
+    try:
+        aware = check_aware(field, moment)
+        aware.astimezone(UTC)
+    except (OverflowError, ValueError, TypeError) as exc:
+        # A datetime in a zone far from UTC can leave datetime's range when converted, and a
+        # tzinfo of one's own can give an offset that datetime refuses.
+        raise ConfigError(
+            f"{field}={moment!r} is not an instant between the years 1 and 9999 in UTC: {exc}"
+        ) from None
+    return aware
 
 
 def check_aware(field: str, moment: object) -> datetime:
@@ -74,16 +114,16 @@ def delay_seconds(delay: object) -> float:
     if isinstance(delay, timedelta):
         seconds = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
-        seconds = float(delay)
+        seconds = delay  # compared before float(): an int may be beyond a float's range
     else:
         raise InvalidDuration(
             f"delay must be a timedelta, seconds or text like '10s', got {delay!r}"
         )
-    if math.isnan(seconds) or seconds < 0:
+    if not seconds >= 0:
         raise InvalidDuration(f"delay must not be negative, got {delay!r}")
     if seconds > MAX_DELAY.total_seconds():
         raise InvalidDuration(f"delay {delay!r} is longer than 100 years")
-    return seconds
+    return float(seconds)
 
 
 def check_int(field: str, value: object, low: int, high: int) -> int:
@@ -99,7 +139,7 @@ def check_positive_seconds(field: str, value: object) -> float:
         value = value.total_seconds()
     if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
         raise ConfigError(f"{field} must be a positive number of seconds, got {value!r}")
-    if math.isinf(value) or value > MAX_DELAY.total_seconds():
+    if value > MAX_DELAY.total_seconds():
         raise ConfigError(f"{field} is out of range: {value!r}")
     return float(value)
 
@@ -119,6 +159,10 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
         text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload for task {task!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidPayload(_too_deep_message(task)) from None
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH and _too_deep(payload):
+        raise InvalidPayload(_too_deep_message(task))
     if "\\u0000" in text and _ESCAPED_NUL.search(text):
         raise InvalidPayload(
             f"payload for task {task!r} contains a NUL character, which PostgreSQL cannot store"
@@ -136,6 +180,30 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
             "(raise payload_limit, or store the data elsewhere and pass a reference)"
         )
     return text
+
+
+def _too_deep(payload: dict[Any, Any]) -> bool:
+    """Are objects and arrays nested more than MAX_PAYLOAD_DEPTH deep? (Without recursion.)"""
+    stack: list[tuple[object, int]] = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > MAX_PAYLOAD_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep_message(task: str) -> str:
+    return (
+        f"payload for task {task!r} is nested more than {MAX_PAYLOAD_DEPTH} levels deep "
+        "(objects and arrays)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,13 +70,16 @@ class JobClaimParams:
 
 @dataclass(slots=True)
 class JobFinishParams:
-    """How one attempt ended. `retry_delay` (seconds) applies to `Outcome.RETRY` only."""
+    """How one attempt ended. `retry_delay` (seconds) applies to `Outcome.RETRY` only.
+    `keep_place` retries at once in the job's place in line (its run_at is kept), as the lease
+    rescue does; a `skip` job gets a fresh grace instead."""
 
     id: int
     lease_token: int
     outcome: Outcome
     retry_delay: float = 0.0
     error: dict[str, Any] | None = None
+    keep_place: bool = False
 
 
 @dataclass(slots=True)

@@ -33,6 +33,8 @@ def store_kind(dsn: str) -> str:
     """`sqlite` or `postgres`, or InvalidDSN naming what is wrong."""
     if not dsn or not dsn.strip():
         raise InvalidDSN("the DSN is empty: use sqlite:///path.db or postgresql://user@host/db")
+    if "\x00" in dsn:
+        raise InvalidDSN(f"the DSN {redact(dsn)!r} contains a NUL character")
     scheme = dsn.split(":", 1)[0].lower() if ":" in dsn else ""
     if scheme == "sqlite":
         return "sqlite"
@@ -60,6 +62,12 @@ def sqlite_path(dsn: str) -> str:
 
 def check_postgres_dsn(dsn: str) -> None:
     """Reject a malformed PostgreSQL URL early, naming the problem but never the password."""
+    if not dsn.isascii():
+        try:
+            dsn.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate: bytes a command line could not decode. The error would quote it.
+            raise InvalidDSN(f"malformed PostgreSQL DSN {redact(dsn)!r}: not UTF-8 text") from None
     try:
         parts = urlsplit(dsn)
         _ = parts.port  # raises ValueError on a non-numeric or out-of-range port

@@ -19,14 +19,17 @@ from chronoq.storage.base import (
 )
 
 
-def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
-    """Build a Job from a row mapping; `to_time` converts the adapter's stored time values."""
+def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = None) -> Job:
+    """Build a Job from a row mapping; `to_time` converts the adapter's stored time values, and
+    `from_json` its JSON columns when they arrive as text. (psycopg hands jsonb over decoded: a
+    payload that is a JSON string arrives as a str, which must not be decoded a second time.)"""
     convert = to_time or _identity
+    decode = from_json or _identity
     return Job(
         id=int(row["id"]),
         queue=row["queue"],
         task=row["task"],
-        payload=_json_value(row["payload"]),
+        payload=decode(row["payload"]),
         status=JobStatus(row["status"]),
         priority=int(row["priority"]),
         run_at=convert(row["run_at"]),
@@ -37,7 +40,7 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None) -> Job:
         locked_until=convert(row["locked_until"]),
         worker_id=row["worker_id"],
         key=row["key"],
-        errors=_json_value(row["errors"]),
+        errors=decode(row["errors"]),
         created_at=convert(row["created_at"]),
         started_at=convert(row["started_at"]),
         finished_at=convert(row["finished_at"]),
@@ -80,6 +83,30 @@ def retry_delay(seconds: float) -> float:
     if not seconds > 0:
         return 0.0
     return min(float(seconds), MAX_RETRY_DELAY)
+
+
+MAX_ID = 2**63 - 1
+
+
+def storable_id(job_id: int) -> bool:
+    """Can `job_id` name a job? The drivers refuse to send integers beyond 64 bits."""
+    return 1 <= job_id <= MAX_ID
+
+
+def storable_text(value: Any) -> Any:
+    """`value` (an attempt's error: text, numbers, lists and objects) with every NUL and lone
+    surrogate written as an escape. An exception's message may hold them, and PostgreSQL's
+    jsonb refuses both, which would fail the whole batch of results the error travels in."""
+    if isinstance(value, str):
+        if value.isascii() and "\x00" not in value:
+            return value
+        escaped = value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace")
+        return escaped.decode("utf-8")
+    if isinstance(value, dict):
+        return {key: storable_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_text(item) for item in value]
+    return value
 
 
 def micros_to_datetime(value: int | None) -> datetime | None:
@@ -126,14 +153,17 @@ def queue_settings(row: Mapping[str, Any]) -> QueueSettings:
     )
 
 
-def schedule_from_row(row: Mapping[str, Any], to_time: Any = None) -> Schedule:
+def schedule_from_row(
+    row: Mapping[str, Any], to_time: Any = None, from_json: Any = None
+) -> Schedule:
     convert = to_time or _identity
+    decode = from_json or _identity
     return Schedule(
         name=row["name"],
         cadence=row["cadence"],
         zone=row["zone"],
         task=row["task"],
-        payload=_json_value(row["payload"]),
+        payload=decode(row["payload"]),
         queue=row["queue"],
         priority=int(row["priority"]),
         misfire=row["misfire"],

@@ -159,9 +159,7 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
         f"the worker process (pid {orphans.pid}) {describe_exit(orphans.code)} while this job ran"
     )
     failures = [
-        _crash_result(app, job, message, orphans.worker_id)
-        for job in held
-        if job.id in orphans.running
+        _crash_result(job, message, orphans.worker_id) for job in held if job.id in orphans.running
     ]
     waiting = [
         JobLeaseRef(job.id, job.lease_token) for job in held if job.id not in orphans.running
@@ -189,10 +187,11 @@ def _held_by(app: App, worker_id: str) -> list[Job]:
     return held
 
 
-def _crash_result(app: App, job: Job, message: str, worker_id: str) -> JobFinishParams:
-    task = app.tasks.get(job.task)
+def _crash_result(job: Job, message: str, worker_id: str) -> JobFinishParams:
+    """The crashed attempt's failure. The job runs again at once, in its place in line, as it
+    would after the lease rescue: work a crash interrupted does not wait behind the backlog
+    that fell due after it, and a poison job spends its attempts, and its crashes, quickly."""
     dead = job.out_of_attempts
-    delay = 0.0 if dead or task is None else task.backoff.delay(job.attempts)
     error = {
         "attempt": job.attempts,
         "error": "WorkerCrashed",
@@ -202,4 +201,4 @@ def _crash_result(app: App, job: Job, message: str, worker_id: str) -> JobFinish
         "outcome": "dead" if dead else "retry",
     }
     outcome = Outcome.DEAD if dead else Outcome.RETRY
-    return JobFinishParams(job.id, job.lease_token, outcome, delay, error)
+    return JobFinishParams(job.id, job.lease_token, outcome, error=error, keep_place=True)

@@ -258,14 +258,13 @@ outcome AS (
     SELECT *
     FROM unnest(
         %(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
-        %(delays)s::float8[], %(errors)s::jsonb[]
-    ) AS o(id, token, outcome, delay, error)
+        %(delays)s::float8[], %(errors)s::jsonb[], %(keeps)s::bool[]
+    ) AS o(id, token, outcome, delay, error, keep)
 )
 UPDATE chronoq_jobs AS j
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
-    run_at = CASE WHEN o.outcome = 'retry'
-                  THEN clock.now + o.delay * interval '1 second'
-                  ELSE j.run_at END,
+    run_at = CASE WHEN o.outcome <> 'retry' OR (o.keep AND j.misfire <> 'skip') THEN j.run_at
+                  ELSE clock.now + o.delay * interval '1 second' END,
     locked_until = NULL,
     finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE clock.now END,
     errors = CASE WHEN o.error IS NULL THEN j.errors

@@ -59,6 +59,8 @@ from chronoq.storage.rows import (
     schedule_args,
     schedule_from_row,
     stats_from_rows,
+    storable_id,
+    storable_text,
     tick_args,
 )
 from chronoq.storage.sqlfile import load_migrations
@@ -245,7 +247,10 @@ class PostgresStore:
             "tokens": [p.lease_token for p in params],
             "outcomes": [str(p.outcome) for p in params],
             "delays": [retry_delay(p.retry_delay) for p in params],
-            "errors": [Jsonb(p.error) if p.error is not None else None for p in params],
+            "keeps": [p.keep_place for p in params],
+            "errors": [
+                Jsonb(storable_text(p.error)) if p.error is not None else None for p in params
+            ],
         }
         with self._conn() as conn:
             return {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
@@ -315,7 +320,7 @@ class PostgresStore:
     def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
         args = {
             "all": params.ids is None,
-            "ids": list(params.ids or []),
+            "ids": [job_id for job_id in params.ids or [] if storable_id(job_id)],
             "queue": params.queue,
         }
         with self._conn() as conn, conn.transaction():

@@ -118,7 +118,7 @@ class SqliteLimitedIO:
         jobs: list[Job] = []
         if plan.claim:
             rows = db.execute(Q["job_claim_ids"], claim_ids_args(plan.claim, at, params)).fetchall()
-            jobs = [job_from_row(row, micros_to_datetime) for row in rows]
+            jobs = [job_from_row(row, micros_to_datetime, json.loads) for row in rows]
         if plan.key_buckets:
             buckets = [
                 [key, bucket.tokens, datetime_to_micros(bucket.refilled_at or now)]

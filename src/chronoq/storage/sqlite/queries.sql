@@ -173,9 +173,9 @@ UPDATE chronoq_queues SET tokens = :tokens, refilled_at = :refilled_at WHERE nam
 -- belongs to and its start and end, as ISO 8601 UTC with microseconds (the form PostgreSQL writes).
 UPDATE chronoq_jobs
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
-    run_at = CASE WHEN o.outcome = 'retry'
-                  THEN :now + CAST(o.delay * 1000000 AS INTEGER)
-                  ELSE chronoq_jobs.run_at END,
+    run_at = CASE WHEN o.outcome <> 'retry' OR (o.keep AND chronoq_jobs.misfire <> 'skip')
+                  THEN chronoq_jobs.run_at
+                  ELSE :now + CAST(o.delay * 1000000 AS INTEGER) END,
     locked_until = NULL,
     finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE :now END,
     errors = CASE WHEN o.error IS NULL THEN chronoq_jobs.errors
@@ -191,7 +191,7 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
 FROM (
     SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token,
            json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.delay') AS delay,
-           json_extract(value, '$.error') AS error
+           json_extract(value, '$.error') AS error, json_extract(value, '$.keep') AS keep
     FROM json_each(:items)
 ) AS o
 WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token

@@ -57,6 +57,8 @@ from chronoq.storage.rows import (
     schedule_args,
     schedule_from_row,
     stats_from_rows,
+    storable_id,
+    storable_text,
     tick_args,
 )
 from chronoq.storage.sqlfile import load_migrations, load_queries
@@ -224,7 +226,8 @@ class SqliteStore:
                 "token": p.lease_token,
                 "outcome": str(p.outcome),
                 "delay": retry_delay(p.retry_delay),
-                "error": p.error,
+                "error": storable_text(p.error),
+                "keep": p.keep_place,
             }
             for p in params
         ]
@@ -272,6 +275,8 @@ class SqliteStore:
     # -- inspection and administration ----------------------------------------------------
 
     def job_get(self, job_id: int) -> Job | None:
+        if not storable_id(job_id):
+            return None
         with self._read() as db:
             row = db.execute(Q["job_get"], {"id": job_id}).fetchone()
         return _job(row) if row else None
@@ -289,6 +294,8 @@ class SqliteStore:
             return [_job(row) for row in db.execute(Q["job_list"], args)]
 
     def job_cancel(self, job_id: int) -> Job | None:
+        if not storable_id(job_id):
+            return None
         with self._write() as db:
             row = db.execute(Q["job_cancel"], {"id": job_id, "now": now_micros()}).fetchone()
             if row is None:
@@ -568,11 +575,11 @@ def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobIn
 
 
 def _job(row: Mapping[str, Any]) -> Job:
-    return job_from_row(row, micros_to_datetime)
+    return job_from_row(row, micros_to_datetime, json.loads)
 
 
 def _schedule(row: Mapping[str, Any]) -> Schedule:
-    return schedule_from_row(row, micros_to_datetime)
+    return schedule_from_row(row, micros_to_datetime, json.loads)
 
 
 def _split_requested(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
