@@ -155,7 +155,9 @@ def _faults(injected: dict[str, int], group: list[Outcome]) -> str:
 
 def _stale(found: list[Findings]) -> str:
     refused = sum(f.stale_refused for f in found)
-    return f"{refused} / {sum(len(f.stale_accepted) for f in found)}"
+    text = f"{refused} / {sum(len(f.stale_accepted) for f in found)}"
+    heartbeats = sum(f.stale_heartbeats for f in found)
+    return text + (f" ({heartbeats} heartbeats sent after a newer claim)" if heartbeats else "")
 
 
 def _recovery(alone: list[float], compound: list[float]) -> str:

@@ -11,7 +11,10 @@ Rules, each a list of violations (empty is a pass):
   planned failure, an error caused by an injected fault, or a shutdown.
 - **stale writes accepted**: a done job has exactly one accepted completion, with its final
   fencing token; no (job, token) has two accepted results; once a result for a (job, token) was
-  refused, no later result for it from the same process is accepted (a token never comes back).
+  refused, no later result for it from the same process is accepted (a token never comes back);
+  no heartbeat is accepted that was sent after a newer token of its job had been claimed. All
+  processes append to one history file, so its order is the order of the writes: a claim
+  logged before a heartbeat's "send" line was committed before that heartbeat ran.
 - **overlaps**: two executions of one job may overlap only after the first's lease expired: the
   rescue that ended it must be recorded before the second started.
 - **slow recoveries**: a job running on a worker that was SIGKILLed runs again within
@@ -77,6 +80,7 @@ class Findings:
     planned_failures: int = 0
     poison_dead: int = 0  # poison jobs that ended dead at exactly their max_attempts
     stale_refused: int = 0  # writes with a stale token that the store refused
+    stale_heartbeats: int = 0  # heartbeats sent after a newer claim of their job (all refused)
     retries_measured: int = 0
     ks_statistic: float = 0.0
     recoveries: list[float] = field(default_factory=list)
@@ -261,8 +265,26 @@ def _check_writes(
     accepted_done: dict[int, list[int]] = defaultdict(list)
     accepted_results: set[tuple[int, int]] = set()
     refused: set[tuple[int, int, int]] = set()
+    newest_claim: dict[int, int] = {}
+    sent_stale: dict[tuple[int, int, int], bool] = {}
     for event in events:
-        if event.get("event") not in ("finish", "heartbeat"):
+        kind = event.get("event")
+        if kind == "claim":
+            newest_claim[event["job"]] = max(event["token"], newest_claim.get(event["job"], 0))
+            continue
+        if kind == "heartbeat_send":
+            for job_id, token in event["refs"]:
+                stale = newest_claim.get(job_id, 0) > token
+                sent_stale[(event["pid"], job_id, token)] = stale
+                found.stale_heartbeats += stale
+            continue
+        sender = (event.get("pid", 0), event.get("job", 0), event.get("token", 0))
+        if kind == "heartbeat" and event["accepted"] and sent_stale.get(sender):
+            found.stale_accepted.append(
+                f"job {event['job']} token {event['token']}: a heartbeat sent after a newer "
+                f"claim of the job was accepted (process {event['pid']})"
+            )
+        if kind not in ("finish", "heartbeat"):
             continue
         key = (event["job"], event["token"])
         if not event["accepted"]:

@@ -52,6 +52,9 @@ def record_heartbeats(signals: HistorySignals) -> None:
     original = store.job_heartbeat_many
 
     def logged(refs: Sequence[JobLeaseRef]) -> set[int]:
+        # Written before the call: every line appended before it (a claim by another process,
+        # say) happened before this heartbeat reached the database.
+        signals.write({"event": "heartbeat_send", "refs": [[r.id, r.lease_token] for r in refs]})
         accepted = original(refs)
         for ref in refs:
             signals.write(
