@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -281,11 +281,12 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
     claimed = app.store.job_claim(JobClaimParams(queue, 3, "dead-worker"))
     assert {j.id for j in claimed} == set(ids[1:])
     by_id = {j.id: j for j in claimed}
-    running = frozenset({ids[1], ids[2]})  # ids[3] was claimed ahead, never started
+    # ids[3] was claimed ahead, never started.
+    running = frozenset((j.id, j.lease_token) for j in claimed if j.id in ids[1:3])
 
     failed, released = settle_orphans(app, Orphans(4242, -signal.SIGKILL, "dead-worker", running))
 
-    assert (failed, released) == (set(running), {ids[3]})
+    assert (failed, released) == (set(ids[1:3]), {ids[3]})
 
     def get(job_id: int) -> Job:
         found = app.get_job(job_id)
@@ -320,17 +321,49 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
 def test_the_ledger_tells_the_reader_what_a_process_runs() -> None:
     read_fd, write_fd = os.pipe()
     ledger = JobLedger(write_fd)
+    one, two, three = (_held(job_id, token=1) for job_id in (1, 2, 3))
     ledger.hello("w1")
-    ledger.started([1, 2])
-    ledger.ended([2])
-    ledger.started([3])  # carries the pending "ended"
+    ledger.started([one, two])
+    ledger.ended([two])
+    ledger.started([three])  # carries the pending "ended"
     ledger.close()
     reader = LedgerReader()
     while data := os.read(read_fd, 7):  # small reads: lines arrive in pieces
         reader.feed(data)
     os.close(read_fd)
-    assert (reader.worker_id, reader.running) == ("w1", {1, 3})
+    assert (reader.worker_id, reader.running) == ("w1", {1: 1, 3: 1})
+
+    # Job 4 ran under token 1, was claimed again and started under token 2: the late "ended"
+    # of its first run, sent with a later line, does not end the second.
+    again = LedgerReader()
+    again.feed(b'{"started":[[4,1]]}\n{"started":[[4,2]],"ended":[[4,1]]}\n')
+    again.feed(b'{"started":[[5,1]],"ended":[[4,1]]}\n')
+    assert again.running == {4: 2, 5: 1}
 
     torn = LedgerReader()
-    torn.feed(b'{"started":[9]}\n{"started":[10')
-    assert torn.running == {9}
+    torn.feed(b'{"started":[[9,1]]}\n{"started":[[10,1')
+    assert torn.running == {9: 1}
+
+
+def _held(job_id: int, token: int) -> Job:
+    now = datetime.now(UTC)
+    return Job(
+        id=job_id,
+        queue="q",
+        task="t",
+        payload={},
+        status=JobStatus.RUNNING,
+        priority=0,
+        run_at=now,
+        attempts=1,
+        max_attempts=3,
+        lease_seconds=30.0,
+        lease_token=token,
+        locked_until=now,
+        worker_id="w1",
+        key=None,
+        errors=[],
+        created_at=now,
+        started_at=now,
+        finished_at=None,
+    )

@@ -8,8 +8,8 @@ line of JSON to a pipe each time the set of handlers it runs changes:
 
 ```
 {"worker": "host:pid:abc123"}     once, at start: the id its claims carry
-{"started": [id, ...]}            handlers about to run
-{"ended": [id, ...]}              handlers done (sent lazily)
+{"started": [[id, token], ...]}   handlers about to run
+{"ended": [[id, token], ...]}     handlers done (sent lazily)
 ```
 
 When the process dies, the supervisor reads the pipe to its end and asks the store which jobs
@@ -50,7 +50,7 @@ class JobLedger:
 
     def __init__(self, fd: int | None = None) -> None:
         self._fd = fd
-        self._ended: list[int] = []
+        self._ended: list[list[int]] = []
 
     @classmethod
     def from_environment(cls) -> JobLedger:
@@ -74,15 +74,15 @@ class JobLedger:
         if self._fd is not None:
             self._write({"worker": worker_id})
 
-    def started(self, ids: Sequence[int]) -> None:
-        if self._fd is not None and ids:
-            self._write({"started": list(ids)})
+    def started(self, jobs: Sequence[Job]) -> None:
+        if self._fd is not None and jobs:
+            self._write({"started": [[job.id, job.lease_token] for job in jobs]})
 
-    def ended(self, ids: Iterable[int]) -> None:
+    def ended(self, jobs: Iterable[Job]) -> None:
         """Held no longer. Sent with the next write, or once enough pile up: a late "ended"
         only makes the supervisor try a fenced write that the store refuses."""
         if self._fd is not None:
-            self._ended.extend(ids)
+            self._ended.extend([job.id, job.lease_token] for job in jobs)
             if len(self._ended) >= 256:
                 self._write({})
 
@@ -109,7 +109,7 @@ class LedgerReader:
 
     def __init__(self) -> None:
         self.worker_id: str | None = None
-        self.running: set[int] = set()
+        self.running: dict[int, int] = {}  # job id -> the lease token it runs under
         self._partial = b""
 
     def feed(self, data: bytes) -> None:
@@ -124,8 +124,13 @@ class LedgerReader:
         except ValueError:
             return  # a child killed mid-write leaves at most one torn line, its last
         self.worker_id = record.get("worker", self.worker_id)
-        self.running.update(record.get("started", ()))
-        self.running.difference_update(record.get("ended", ()))
+        # Ends ride along with the next write, so they are older than its starts; and an end
+        # names its token, so a late one cannot end the job's next run.
+        for job_id, token in record.get("ended", ()):
+            if self.running.get(job_id) == token:
+                del self.running[job_id]
+        for job_id, token in record.get("started", ()):
+            self.running[job_id] = token
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,7 @@ class Orphans:
     pid: int
     code: int
     worker_id: str | None
-    running: frozenset[int]
+    running: frozenset[tuple[int, int]]  # (job id, lease token) of each handler it ran
 
 
 def describe_exit(code: int) -> str:
@@ -159,10 +164,14 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
         f"the worker process (pid {orphans.pid}) {describe_exit(orphans.code)} while this job ran"
     )
     failures = [
-        _crash_result(job, message, orphans.worker_id) for job in held if job.id in orphans.running
+        _crash_result(job, message, orphans.worker_id)
+        for job in held
+        if (job.id, job.lease_token) in orphans.running
     ]
     waiting = [
-        JobLeaseRef(job.id, job.lease_token) for job in held if job.id not in orphans.running
+        JobLeaseRef(job.id, job.lease_token)
+        for job in held
+        if (job.id, job.lease_token) not in orphans.running
     ]
     failed = app.store.job_finish_many(failures) if failures else set()
     released = app.store.job_release_many(waiting) if waiting else set()

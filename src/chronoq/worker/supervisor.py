@@ -277,7 +277,7 @@ class Supervisor:
         log.info("restarting worker process %d in %.1fs: %s", slot.number, delay, why)
 
     def _settle_orphans(self, slot: _Slot, orphans: Orphans) -> None:
-        running = sorted(orphans.running)
+        running = sorted(job_id for job_id, _ in orphans.running)
         log.warning(
             "worker process %d (pid %d) died running job(s) %s; settling what it held",
             slot.number,
@@ -398,4 +398,5 @@ class _LedgerPipe:
         """After the child's death: what it held when it died."""
         self._thread.join(LEDGER_DRAIN_SECONDS)
         with self._lock:
-            return Orphans(pid, code, self._reader.worker_id, frozenset(self._reader.running))
+            running = frozenset(self._reader.running.items())
+            return Orphans(pid, code, self._reader.worker_id, running)

@@ -449,7 +449,7 @@ class Worker:
         self._buffer.clear()
         if waiting:
             await self._release([r.job for r in waiting])
-            self._ledger.ended(r.job.id for r in waiting)
+            self._ledger.ended(r.job for r in waiting)
 
     async def _release(self, jobs: Sequence[Job]) -> None:
         refs = [JobLeaseRef(job.id, job.lease_token) for job in jobs]
@@ -465,7 +465,7 @@ class Worker:
 
     def _start_buffered(self) -> None:
         concurrency = self.options.concurrency
-        started: list[int] = []
+        started: list[Job] = []
         while self._buffer and self._running < concurrency and not self._stop_requested:
             running = self._buffer.popleft()
             running.started = time.monotonic()
@@ -473,7 +473,7 @@ class Worker:
             running.task = asyncio.create_task(
                 self._execute(running), name=f"chronoq-job-{running.job.id}"
             )
-            started.append(running.job.id)
+            started.append(running.job)
         # Written before the handlers run: the tasks start only when the loop next turns.
         self._ledger.started(started)
 
@@ -499,7 +499,7 @@ class Worker:
             self._retire(running, params)
         elif params is None:
             self._owned.pop(job.id, None)
-            self._ledger.ended((job.id,))
+            self._ledger.ended((job,))
             self.stats.done += 1
             self.signals.finished(job, Outcome.DONE, True)
             self._log_finished(job, Outcome.DONE, time.monotonic() - running.started)
@@ -636,7 +636,7 @@ class Worker:
     def _record(self, result: _Result, accepted: bool) -> None:
         job, outcome = result.job, result.params.outcome
         running = self._owned.pop(job.id, None)
-        self._ledger.ended((job.id,))
+        self._ledger.ended((job,))
         duration = time.monotonic() - running.started if running else 0.0
         if not accepted:
             self.stats.lost += 1
