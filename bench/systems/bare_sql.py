@@ -109,6 +109,7 @@ def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "outcomes": ["done"] * len(rows),
         "delays": [0.0] * len(rows),
         "errors": [None] * len(rows),
+        "keeps": [False] * len(rows),
     }
 
 
