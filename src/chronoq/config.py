@@ -26,6 +26,10 @@ class Config:
     default_lease: float = 60.0
     pool_size: int = 4
     connect_timeout: float = 10.0
+    # Bearer tokens of the HTTP API and dashboard, comma-separated: admin tokens may change
+    # things, read tokens only look. None configured: `chronoq serve` binds to loopback only.
+    admin_tokens: str = ""
+    read_tokens: str = ""
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, /, **overrides: Any) -> Config:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import math
 from datetime import UTC, datetime, timedelta
@@ -134,7 +136,9 @@ def test_a_stale_token_is_rejected_and_changes_nothing(store: Store) -> None:
         JobFinishParams(999_999, 1, Outcome.DONE),
     ]
     assert store.job_finish_many(batch) == {second.id}
-    assert get(store, first.id) == before
+    # Only the write with an older token is a fencing rejection: nobody was ever handed the
+    # newer one, so it says nothing about a worker that lost the job.
+    assert get(store, first.id) == dataclasses.replace(before, fence_rejections=1)
 
 
 @pytest.mark.parametrize("outcome", [Outcome.DONE, Outcome.RETRY, Outcome.DEAD])
@@ -298,11 +302,15 @@ def test_fencing_end_to_end_after_a_rescue(store: Store) -> None:
     assert not finish(store, old, Outcome.RETRY, error=ERROR)
     assert store.job_heartbeat_many([ref(old)]) == set()
     assert store.job_release_many([ref(old)]) == set()
-    assert get(store, job_id) == owned
+    # Each refused write is counted on the job; the ones before the new claim named the token
+    # the job still had (it was pending, nobody held it), so they are not fencing rejections.
+    assert get(store, job_id) == dataclasses.replace(owned, fence_rejections=4)
     with caller_connection(store) as conn:
         assert not store.job_complete_in(conn, ref(old))
         conn.commit()
-    assert get(store, job_id) == owned
+    # A completion inside the caller's transaction is refused with JobLost, and rolled back
+    # with that transaction: nothing of it is stored.
+    assert get(store, job_id) == dataclasses.replace(owned, fence_rejections=4)
 
     assert store.job_heartbeat_many([ref(new)]) == {job_id}
     assert finish(store, new, Outcome.DONE)

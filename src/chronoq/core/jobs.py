@@ -63,6 +63,8 @@ class Job:
     schedule: str | None = None  # the schedule that fired the job, if any
     tick: datetime | None = None  # the tick it stands for
     ticks: int = 1  # ticks it stands for: more than 1 when missed ticks were coalesced
+    # Writes refused because they named a stale lease token (a worker that lost the job).
+    fence_rejections: int = 0
 
     @property
     def out_of_attempts(self) -> bool:
@@ -96,6 +98,7 @@ class Job:
             "schedule": self.schedule,
             "tick": _iso(self.tick),
             "ticks": self.ticks,
+            "fence_rejections": self.fence_rejections,
         }
 
 

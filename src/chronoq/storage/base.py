@@ -92,12 +92,18 @@ class JobLeaseRef:
 
 @dataclass(frozen=True, slots=True)
 class JobListParams:
+    """A search, newest first. `before_id` is the cursor: the last id of the previous page.
+    `created_after` (inclusive) and `created_before` (exclusive) bound `created_at`."""
+
     statuses: Sequence[JobStatus] = ()
     queue: str | None = None
     task: str | None = None
     limit: int = 100
     before_id: int | None = None
     worker: str | None = None  # the jobs this worker holds (or last held)
+    key: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +114,12 @@ class JobRescueParams:
 
 @dataclass(frozen=True, slots=True)
 class DeadRequeueParams:
-    """Requeue the dead jobs with these ids, or every dead job when `ids` is None."""
+    """Requeue the dead jobs with these ids, or every dead job when `ids` is None; `queue` and
+    `task` narrow either selection."""
 
     ids: Sequence[int] | None = None
     queue: str | None = None
+    task: str | None = None
 
 
 @dataclass(slots=True)
@@ -122,8 +130,12 @@ class DeadRequeueResult:
 
 @dataclass(frozen=True, slots=True)
 class DeadPurgeParams:
+    """Delete dead jobs that died `older_than` ago; `ids`, `queue` and `task` narrow it."""
+
     older_than: timedelta = timedelta(0)
     queue: str | None = None
+    task: str | None = None
+    ids: Sequence[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +145,50 @@ class JobPruneParams:
 
     older_than: timedelta
     limit: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewParams:
+    """What the dashboard and the metrics read: the last `window` seconds of finished jobs, in
+    buckets of `bucket` seconds, and a lateness sample of at most `sample` jobs per queue."""
+
+    window: float = 300.0
+    bucket: float = 10.0
+    sample: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """One queue now: pending (`due` of them due now), running, and how long the oldest due
+    job has waited (seconds, 0 when none is due)."""
+
+    queue: str
+    pending: int = 0
+    due: int = 0
+    running: int = 0
+    dead: int = 0
+    oldest_due_age: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedBucket:
+    """Jobs of one queue that ended in one status within one bucket of the window."""
+
+    queue: str
+    status: JobStatus
+    start: datetime
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Raw figures on the database clock; `lateness` maps a queue to the due→start seconds
+    of its most recently finished done jobs in the window, newest first."""
+
+    db_now: datetime
+    queues: list[QueueCounts]
+    finished: list[FinishedBucket]
+    lateness: dict[str, list[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +367,10 @@ class JobStore(Protocol):
     def dead_purge(self, params: DeadPurgeParams) -> int: ...
 
     def stats(self) -> list[Stat]: ...
+
+    def overview(self, params: OverviewParams) -> Overview:
+        """Per-queue counts now, jobs finished in the window by bucket, lateness samples."""
+        ...
 
     def job_prune(self, params: JobPruneParams) -> int:
         """Delete up to `limit` old finished jobs, and key buckets that have refilled."""

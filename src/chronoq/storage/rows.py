@@ -11,8 +11,11 @@ from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.storage.base import (
+    FinishedBucket,
     JobInsertParams,
     LeaderTerm,
+    Overview,
+    QueueCounts,
     QueueSettings,
     ScheduleAdvance,
     ScheduleUpsertParams,
@@ -50,6 +53,7 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = N
         schedule=row["schedule"],
         tick=convert(row["tick"]),
         ticks=int(row["ticks"]),
+        fence_rejections=int(row["fence_rejections"]),
     )
 
 
@@ -132,6 +136,41 @@ def rescue_result(rows: Iterable[Mapping[str, Any]]) -> RescueResult:
         target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
         target.append(row["id"])
     return result
+
+
+def overview_from_rows(
+    db_now: datetime,
+    queues: Iterable[Mapping[str, Any]],
+    finished: Iterable[Mapping[str, Any]],
+    lateness: Iterable[Mapping[str, Any]],
+    to_time: Any = None,
+) -> Overview:
+    """The rows of the three overview queries; `to_time` converts stored bucket starts."""
+    convert = to_time or _identity
+    samples: dict[str, list[float]] = {}
+    for row in lateness:
+        samples.setdefault(row["queue"], []).append(max(0.0, float(row["lateness"])))
+    return Overview(
+        db_now=db_now,
+        queues=[
+            QueueCounts(
+                queue=row["queue"],
+                pending=int(row["pending"]),
+                due=int(row["due"]),
+                running=int(row["running"]),
+                dead=int(row["dead"]),
+                oldest_due_age=max(0.0, float(row["oldest_due_age"])),
+            )
+            for row in queues
+        ],
+        finished=[
+            FinishedBucket(
+                row["queue"], JobStatus(row["status"]), convert(row["start"]), int(row["count"])
+            )
+            for row in finished
+        ],
+        lateness=samples,
+    )
 
 
 def stats_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Stat]:

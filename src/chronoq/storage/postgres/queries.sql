@@ -289,6 +289,15 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
 WHERE j.id = r.id AND j.lease_token = r.token AND j.status = 'running'
 RETURNING j.id
 
+-- name: job_fence_rejected
+-- Counts writes refused because a newer claim moved the token on (the writer lost the job). A
+-- write refused with the current token (a heartbeat that crossed its job's report) is not a
+-- fencing rejection and is not counted.
+UPDATE chronoq_jobs AS j
+SET fence_rejections = j.fence_rejections + 1
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
+WHERE j.id = r.id AND j.lease_token > r.token
+
 -- name: job_release_many
 -- The job never started here, so the attempt the claim counted is given back.
 UPDATE chronoq_jobs AS j
@@ -353,6 +362,9 @@ WHERE (cardinality(%(statuses)s::text[]) = 0 OR status = ANY(%(statuses)s::text[
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
   AND (%(worker)s::text IS NULL OR worker_id = %(worker)s::text)
+  AND (%(key)s::text IS NULL OR key = %(key)s::text)
+  AND (%(created_after)s::timestamptz IS NULL OR created_at >= %(created_after)s::timestamptz)
+  AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s::timestamptz)
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s
@@ -375,6 +387,7 @@ WITH dead AS (
     WHERE d.status = 'dead'
       AND (%(all)s OR d.id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+      AND (%(task)s::text IS NULL OR d.task = %(task)s::text)
     FOR UPDATE
 ),
 chosen AS (
@@ -397,12 +410,15 @@ SELECT id FROM chronoq_jobs
 WHERE status = 'dead'
   AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
 
 -- name: dead_purge
 DELETE FROM chronoq_jobs
 WHERE status = 'dead'
   AND finished_at <= clock_timestamp() - %(older_than)s * interval '1 second'
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
 
 -- name: stats
 SELECT queue, status, count(*) AS count
@@ -410,6 +426,57 @@ FROM chronoq_jobs
 GROUP BY queue, status
 -- Byte order, as on SQLite, whatever the cluster's collation.
 ORDER BY queue COLLATE "C", status
+
+-- name: overview_queues
+-- Every queue with live or dead jobs, or settings: pending, due now, running and dead counts,
+-- and how long its oldest due job has waited. The oldest due run_at comes from the claim index.
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
+counts AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = 'pending') AS pending,
+           count(*) FILTER (WHERE status = 'pending' AND run_at <= clock.now) AS due,
+           count(*) FILTER (WHERE status = 'running') AS running,
+           count(*) FILTER (WHERE status = 'dead') AS dead
+    FROM chronoq_jobs, clock
+    WHERE status IN ('pending', 'running', 'dead')
+    GROUP BY queue
+),
+names AS (
+    SELECT queue AS name FROM counts UNION SELECT name FROM chronoq_queues
+)
+SELECT names.name AS queue,
+       coalesce(c.pending, 0) AS pending, coalesce(c.due, 0) AS due,
+       coalesce(c.running, 0) AS running, coalesce(c.dead, 0) AS dead,
+       coalesce(extract(epoch FROM clock.now - (
+           SELECT min(run_at) FROM chronoq_jobs AS j
+           WHERE j.status = 'pending' AND j.queue = names.name AND j.run_at <= clock.now
+       )), 0)::float8 AS oldest_due_age,
+       clock.now AS db_now
+FROM names CROSS JOIN clock LEFT JOIN counts AS c ON c.queue = names.name
+ORDER BY names.name COLLATE "C"
+
+-- name: overview_finished
+-- Jobs that ended in the window, counted per queue, status and bucket (walks the finished
+-- index from the window's start).
+SELECT queue, status,
+       to_timestamp(floor(extract(epoch FROM finished_at) / %(bucket)s) * %(bucket)s) AS start,
+       count(*) AS count
+FROM chronoq_jobs
+WHERE finished_at >= clock_timestamp() - %(window)s * interval '1 second'
+GROUP BY 1, 2, 3
+ORDER BY start, queue COLLATE "C", status
+
+-- name: overview_lateness
+-- Due→start seconds of the newest `sample` done jobs per queue in the window.
+SELECT queue, lateness FROM (
+    SELECT queue, extract(epoch FROM started_at - run_at)::float8 AS lateness,
+           row_number() OVER (PARTITION BY queue ORDER BY finished_at DESC) AS n
+    FROM chronoq_jobs
+    WHERE finished_at >= clock_timestamp() - %(window)s * interval '1 second'
+      AND status = 'done' AND started_at IS NOT NULL
+) AS recent
+WHERE n <= %(sample)s
+ORDER BY queue COLLATE "C", n
 
 -- name: job_prune
 -- Finished jobs past their retention go in batches, oldest first; dead jobs stay for

@@ -28,6 +28,8 @@ CREATE TABLE chronoq_jobs (
     schedule      text,
     tick          timestamptz,
     ticks         integer          NOT NULL DEFAULT 1,
+    -- Writes refused because they named a stale lease token.
+    fence_rejections integer       NOT NULL DEFAULT 0,
     -- text plus CHECK rather than an enum type: a new state is a one-line migration that can run
     -- inside a transaction.
     CONSTRAINT chronoq_jobs_status_check
@@ -64,6 +66,9 @@ CREATE UNIQUE INDEX chronoq_jobs_tick_idx ON chronoq_jobs (schedule, tick)
 -- A queue's concurrency limit counts its running jobs.
 CREATE INDEX chronoq_jobs_running_queue_idx ON chronoq_jobs (queue)
     WHERE status = 'running';
+-- Recently finished jobs (the dashboard) and the oldest finished ones (the pruner).
+CREATE INDEX chronoq_jobs_finished_idx ON chronoq_jobs (finished_at)
+    WHERE finished_at IS NOT NULL;
 
 -- One notification per queue per statement, only for rows that became pending: workers LISTEN
 -- and re-arm their timer at `run_at` instead of polling.

@@ -36,6 +36,8 @@ from chronoq.storage.base import (
     JobPruneParams,
     JobRescueParams,
     LeaderTerm,
+    Overview,
+    OverviewParams,
     QueueLimitParams,
     QueueSettings,
     ScheduleAdvance,
@@ -52,6 +54,7 @@ from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
     job_from_row,
     leader_term,
+    overview_from_rows,
     queue_settings,
     record_args,
     rescue_result,
@@ -253,7 +256,9 @@ class PostgresStore:
             ],
         }
         with self._conn() as conn:
-            return {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
+            accepted = {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
+            _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
+        return accepted
 
     def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
         with conn.cursor() as cur:
@@ -276,7 +281,9 @@ class PostgresStore:
             return set()
         args = {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]}
         with self._conn() as conn:
-            return {row["id"] for row in conn.execute(Q[query], args)}
+            accepted = {row["id"] for row in conn.execute(Q[query], args)}
+            _count_fence_rejections(conn, [(r.id, r.lease_token) for r in refs], accepted)
+        return accepted
 
     def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
         with self._conn() as conn:
@@ -304,6 +311,9 @@ class PostgresStore:
             "queue": params.queue,
             "task": params.task,
             "worker": params.worker,
+            "key": params.key,
+            "created_after": params.created_after,
+            "created_before": params.created_before,
             "before_id": params.before_id,
             "limit": params.limit,
         }
@@ -322,6 +332,7 @@ class PostgresStore:
             "all": params.ids is None,
             "ids": [job_id for job_id in params.ids or [] if storable_id(job_id)],
             "queue": params.queue,
+            "task": params.task,
         }
         with self._conn() as conn, conn.transaction():
             wanted = {row["id"] for row in conn.execute(Q["dead_ids"], args)}
@@ -329,7 +340,13 @@ class PostgresStore:
         return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
 
     def dead_purge(self, params: DeadPurgeParams) -> int:
-        args = {"older_than": params.older_than.total_seconds(), "queue": params.queue}
+        args = {
+            "older_than": params.older_than.total_seconds(),
+            "queue": params.queue,
+            "task": params.task,
+            "all": params.ids is None,
+            "ids": [job_id for job_id in params.ids or [] if storable_id(job_id)],
+        }
         with self._conn() as conn:
             return conn.execute(Q["dead_purge"], args).rowcount
 
@@ -337,6 +354,15 @@ class PostgresStore:
         with self._conn() as conn:
             rows = conn.execute(Q["stats"]).fetchall()
         return stats_from_rows(rows)
+
+    def overview(self, params: OverviewParams) -> Overview:
+        window = {"window": params.window, "bucket": params.bucket, "sample": params.sample}
+        with self._conn() as conn:
+            queues = conn.execute(Q["overview_queues"]).fetchall()
+            finished = conn.execute(Q["overview_finished"], window).fetchall()
+            lateness = conn.execute(Q["overview_lateness"], window).fetchall()
+        db_now = queues[0]["db_now"] if queues else self.db_now()
+        return overview_from_rows(db_now, queues, finished, lateness)
 
     def job_prune(self, params: JobPruneParams) -> int:
         args = {"older_than": params.older_than.total_seconds(), "limit": params.limit}
@@ -456,6 +482,18 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _count_fence_rejections(
+    conn: psycopg.Connection[dict[str, Any]], pairs: list[tuple[int, int]], accepted: set[int]
+) -> None:
+    """In the write's own transaction, so a count is never lost or doubled."""
+    refused = [(job_id, token) for job_id, token in pairs if job_id not in accepted]
+    if refused:
+        conn.execute(
+            Q["job_fence_rejected"],
+            {"ids": [r[0] for r in refused], "tokens": [r[1] for r in refused]},
+        )
 
 
 def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> JobInsertResult:

@@ -212,6 +212,13 @@ WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
   AND chronoq_jobs.status = 'running'
 RETURNING chronoq_jobs.id
 
+-- name: job_fence_rejected
+-- Writes refused because a newer claim moved the token on (see the PostgreSQL query).
+UPDATE chronoq_jobs
+SET fence_rejections = fence_rejections + 1
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token > r.token
+
 -- name: job_release_many
 UPDATE chronoq_jobs
 SET status = 'pending', attempts = attempts - 1, locked_until = NULL, worker_id = NULL,
@@ -271,6 +278,9 @@ WHERE (json_array_length(:statuses) = 0
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
   AND (:worker IS NULL OR worker_id = :worker)
+  AND (:key IS NULL OR key = :key)
+  AND (:created_after IS NULL OR created_at >= :created_after)
+  AND (:created_before IS NULL OR created_at < :created_before)
   AND (:before_id IS NULL OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit
@@ -286,6 +296,7 @@ SELECT id FROM chronoq_jobs
 WHERE status = 'dead'
   AND (:all OR id IN (SELECT value FROM json_each(:ids)))
   AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
 
 -- name: dead_requeue
 -- Same rule as PostgreSQL: a dead job whose key a live job holds stays dead, and of several dead
@@ -299,6 +310,7 @@ WHERE id IN (
     WHERE d.status = 'dead'
       AND (:all OR d.id IN (SELECT value FROM json_each(:ids)))
       AND (:queue IS NULL OR d.queue = :queue)
+      AND (:task IS NULL OR d.task = :task)
       AND NOT EXISTS (
           SELECT 1 FROM chronoq_jobs AS l
           WHERE d.key IS NOT NULL AND l.key = d.key AND l.status IN ('pending', 'running'))
@@ -311,12 +323,54 @@ DELETE FROM chronoq_jobs
 WHERE status = 'dead'
   AND finished_at <= :now - :older_than
   AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+  AND (:all OR id IN (SELECT value FROM json_each(:ids)))
 
 -- name: stats
 SELECT queue, status, count(*) AS count
 FROM chronoq_jobs
 GROUP BY queue, status
 ORDER BY queue, status
+
+-- name: overview_queues
+-- Per queue now (see the PostgreSQL query); times are microseconds.
+WITH counts AS (
+    SELECT queue,
+           sum(status = 'pending') AS pending,
+           sum(status = 'pending' AND run_at <= :now) AS due,
+           sum(status = 'running') AS running,
+           sum(status = 'dead') AS dead,
+           min(CASE WHEN status = 'pending' AND run_at <= :now THEN run_at END) AS oldest_due
+    FROM chronoq_jobs
+    WHERE status IN ('pending', 'running', 'dead')
+    GROUP BY queue
+),
+names AS (
+    SELECT queue AS name FROM counts UNION SELECT name FROM chronoq_queues
+)
+SELECT names.name AS queue,
+       coalesce(c.pending, 0) AS pending, coalesce(c.due, 0) AS due,
+       coalesce(c.running, 0) AS running, coalesce(c.dead, 0) AS dead,
+       coalesce((:now - c.oldest_due) / 1000000.0, 0.0) AS oldest_due_age
+FROM names LEFT JOIN counts AS c ON c.queue = names.name
+ORDER BY names.name
+
+-- name: overview_finished
+SELECT queue, status, (finished_at / :bucket) * :bucket AS start, count(*) AS count
+FROM chronoq_jobs
+WHERE finished_at >= :now - :window
+GROUP BY 1, 2, 3
+ORDER BY 3, 1, 2
+
+-- name: overview_lateness
+SELECT queue, lateness FROM (
+    SELECT queue, (started_at - run_at) / 1000000.0 AS lateness,
+           row_number() OVER (PARTITION BY queue ORDER BY finished_at DESC) AS n
+    FROM chronoq_jobs
+    WHERE finished_at >= :now - :window AND status = 'done' AND started_at IS NOT NULL
+) AS recent
+WHERE n <= :sample
+ORDER BY queue, n
 
 -- name: job_prune
 DELETE FROM chronoq_jobs

@@ -36,6 +36,8 @@ from chronoq.storage.base import (
     JobPruneParams,
     JobRescueParams,
     LeaderTerm,
+    Overview,
+    OverviewParams,
     QueueLimitParams,
     QueueSettings,
     ScheduleAdvance,
@@ -50,6 +52,7 @@ from chronoq.storage.rows import (
     job_from_row,
     leader_term,
     micros_to_datetime,
+    overview_from_rows,
     queue_settings,
     record_args,
     rescue_result,
@@ -235,7 +238,9 @@ class SqliteStore:
             rows = db.execute(
                 Q["job_finish_many"], {"items": json.dumps(items), "now": now_micros()}
             ).fetchall()
-        return {row["id"] for row in rows}
+            accepted = {row["id"] for row in rows}
+            _count_fence_rejections(db, [(p.id, p.lease_token) for p in params], accepted)
+        return accepted
 
     def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
         args = {"id": ref.id, "token": ref.lease_token, "now": now_micros()}
@@ -253,7 +258,9 @@ class SqliteStore:
         pairs = json.dumps([[r.id, r.lease_token] for r in refs])
         with self._write() as db:
             rows = db.execute(Q[query], {"refs": pairs, "now": now_micros()}).fetchall()
-        return {row["id"] for row in rows}
+            accepted = {row["id"] for row in rows}
+            _count_fence_rejections(db, [(r.id, r.lease_token) for r in refs], accepted)
+        return accepted
 
     def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
         with self._write() as db:
@@ -287,6 +294,9 @@ class SqliteStore:
             "queue": params.queue,
             "task": params.task,
             "worker": params.worker,
+            "key": params.key,
+            "created_after": _micros(params.created_after),
+            "created_before": _micros(params.created_before),
             "before_id": params.before_id,
             "limit": params.limit,
         }
@@ -307,6 +317,7 @@ class SqliteStore:
             "all": params.ids is None,
             "ids": json.dumps(list(params.ids or [])),
             "queue": params.queue,
+            "task": params.task,
             "now": now_micros(),
         }
         with self._write() as db:
@@ -318,6 +329,9 @@ class SqliteStore:
         args = {
             "older_than": int(params.older_than.total_seconds() * 1_000_000),
             "queue": params.queue,
+            "task": params.task,
+            "all": params.ids is None,
+            "ids": json.dumps([i for i in params.ids or [] if storable_id(i)]),
             "now": now_micros(),
         }
         with self._write() as db:
@@ -327,6 +341,22 @@ class SqliteStore:
         with self._read() as db:
             rows = db.execute(Q["stats"]).fetchall()
         return stats_from_rows(rows)
+
+    def overview(self, params: OverviewParams) -> Overview:
+        now = now_micros()
+        window = int(params.window * 1_000_000)
+        bucket = max(1, int(params.bucket * 1_000_000))
+        with self._read() as db:
+            queues = db.execute(Q["overview_queues"], {"now": now}).fetchall()
+            finished = db.execute(
+                Q["overview_finished"], {"now": now, "window": window, "bucket": bucket}
+            ).fetchall()
+            lateness = db.execute(
+                Q["overview_lateness"], {"now": now, "window": window, "sample": params.sample}
+            ).fetchall()
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return overview_from_rows(db_now, queues, finished, lateness, micros_to_datetime)
 
     def job_prune(self, params: JobPruneParams) -> int:
         args = {
@@ -678,3 +708,15 @@ class SqliteListener:
     def close(self) -> None:
         _LOCAL_COMMITS.unsubscribe(self._path, self._local)
         self._db.close()
+
+
+def _count_fence_rejections(
+    db: sqlite3.Connection, pairs: list[tuple[int, int]], accepted: set[int]
+) -> None:
+    refused = [[job_id, token] for job_id, token in pairs if job_id not in accepted]
+    if refused:
+        db.execute(Q["job_fence_rejected"], {"refs": json.dumps(refused)})
+
+
+def _micros(moment: datetime | None) -> int | None:
+    return None if moment is None else datetime_to_micros(moment)
