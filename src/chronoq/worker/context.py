@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job
 from chronoq.errors import ChronoqError, JobLost
+from chronoq.observability.logs import JobLogAdapter, job_fields
 from chronoq.storage.base import JobLeaseRef
 
 if TYPE_CHECKING:
@@ -30,16 +32,15 @@ class JobContext:
     worker_id: str
     store: JobStore
     lost: bool = False
+    # Told "heartbeat" or "finish" when a write of this context is refused for a stale token.
+    on_fenced: Callable[[str], None] | None = None
     completed_in_transaction: bool = field(default=False, init=False)
 
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        """A logger whose records carry the job's id, task, queue and attempt."""
-        job = self.job
-        return logging.LoggerAdapter(
-            logging.getLogger("chronoq.job"),
-            {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempts},
-        )
+        """A logger whose records carry the job's id, task, queue and attempt, beside any
+        `extra` of the call."""
+        return JobLogAdapter(logging.getLogger("chronoq.job"), job_fields(self.job))
 
     @property
     def id(self) -> int:
@@ -102,9 +103,11 @@ class JobContext:
 
     def heartbeat(self) -> None:
         """Extend the lease now. Raises JobLost when another worker owns the job."""
-        if self.lost or self.job.id not in self.store.job_heartbeat_many([self.ref]):
-            self.lost = True
-            raise JobLost(f"job {self.job.id} (token {self.job.lease_token}) is no longer ours")
+        if self.lost:
+            raise self._lost()
+        if self.job.id not in self.store.job_heartbeat_many([self.ref]):
+            self._refused("heartbeat")
+            raise self._lost()
 
     async def heartbeat_async(self) -> None:
         await asyncio.to_thread(self.heartbeat)
@@ -114,8 +117,8 @@ class JobContext:
         to the job's database). Raises JobLost, so the transaction can roll back, when the
         lease token is stale."""
         if not self.store.job_complete_in(conn, self.ref):
-            self.lost = True
-            raise JobLost(f"job {self.job.id} (token {self.job.lease_token}) is no longer ours")
+            self._refused("finish")
+            raise self._lost()
         self.completed_in_transaction = True
 
     async def complete_in_async(self, conn: Any) -> None:
@@ -124,6 +127,15 @@ class JobContext:
         if complete is None:
             raise ChronoqError("complete_in_async needs a PostgreSQL store")
         if not await complete(conn, self.ref):
-            self.lost = True
-            raise JobLost(f"job {self.job.id} (token {self.job.lease_token}) is no longer ours")
+            self._refused("finish")
+            raise self._lost()
         self.completed_in_transaction = True
+
+    def _refused(self, kind: str) -> None:
+        """The store refused a write naming our token: another claim owns the job now."""
+        self.lost = True
+        if self.on_fenced is not None:
+            self.on_fenced(kind)
+
+    def _lost(self) -> JobLost:
+        return JobLost(f"job {self.job.id} (token {self.job.lease_token}) is no longer ours")
