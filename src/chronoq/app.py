@@ -18,14 +18,15 @@ Sync and async callers share one implementation: the async API hands the same wo
 from __future__ import annotations
 
 import asyncio
+import collections
 import difflib
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
@@ -55,6 +56,9 @@ from chronoq.scheduling import (
 )
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
+
+if TYPE_CHECKING:
+    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.app")
 P = ParamSpec("P")
@@ -154,11 +158,16 @@ class _TaskDecorator(Protocol):
 
 
 class App:
-    """Tasks, configuration and a lazily opened store."""
+    """Tasks, configuration and a lazily opened store.
+
+    `metrics` (a `chronoq.observability.metrics.Metrics`, None by default) counts the jobs
+    this app enqueues, and is what its workers and schedulers count on unless given their own.
+    """
 
     def __init__(self, dsn: str | None = None, *, config: Config | None = None, **settings: Any):
         base = config or Config.load(**settings)
         self.config = base.with_dsn(dsn)
+        self.metrics: Metrics | None = None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.limits: dict[str, QueueLimitParams] = {}
@@ -310,7 +319,11 @@ class App:
             misfire_grace,
             rate_key,
         )
-        return self.store.job_insert_many([self.prepare(spec)], conn=conn)[0]
+        prepared = self.prepare(spec)
+        [result] = self.store.job_insert_many([prepared], conn=conn)
+        if self.metrics is not None and result.created:
+            self.metrics.enqueued(prepared.queue, prepared.task)
+        return result
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
         """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set).
@@ -320,9 +333,13 @@ class App:
             # Jobs are validated as they are written: in a transaction of the store's own, so
             # a bad one still rolls back everything. A caller's transaction is never put at
             # risk that way; its jobs are all validated before the first is sent.
-            return self.store.job_insert_stream(len(specs), map(self.prepare, specs))
+            if self.metrics is None:
+                return self.store.job_insert_stream(len(specs), map(self.prepare, specs))
+            sent: list[JobInsertParams] = []
+            results = self.store.job_insert_stream(len(specs), self._prepared(specs, sent))
+            return self._count_enqueued(sent, results)
         prepared = [self.prepare(spec) for spec in specs]
-        return self.store.job_insert_many(prepared, conn=conn)
+        return self._count_enqueued(prepared, self.store.job_insert_many(prepared, conn=conn))
 
     async def enqueue_async(
         self,
@@ -351,7 +368,31 @@ class App:
         )
         if insert is None:
             raise ConfigError("an async connection can only join a PostgreSQL store")
-        return await insert(prepared, conn)
+        return self._count_enqueued(prepared, await insert(prepared, conn))
+
+    def _prepared(
+        self, specs: Iterable[JobSpec], sent: list[JobInsertParams]
+    ) -> Iterator[JobInsertParams]:
+        """`prepare` each spec as the store takes it, keeping what was sent for the count."""
+        for spec in specs:
+            prepared = self.prepare(spec)
+            sent.append(prepared)
+            yield prepared
+
+    def _count_enqueued(
+        self, prepared: Sequence[JobInsertParams], results: list[Enqueued]
+    ) -> list[Enqueued]:
+        """Count the jobs created (not those whose key a live job held). In a caller's
+        transaction they are counted when the insert returns, whether it commits or not."""
+        if self.metrics is not None:
+            created = collections.Counter(
+                (params.queue, params.task)
+                for params, result in zip(prepared, results, strict=True)
+                if result.created
+            )
+            for (queue, task), count in created.items():
+                self.metrics.enqueued(queue, task, count)
+        return results
 
     def prepare(self, spec: JobSpec) -> JobInsertParams:
         """Validate a job and turn it into store parameters; raises before anything is stored."""
@@ -544,8 +585,6 @@ class App:
                 extra={"action": "app.sync", "schedule": name},
             )
         return report
-
-    # -- reading --------------------------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(job_id)

@@ -35,6 +35,7 @@ from chronoq.storage.base import LeaderElector, LeaderTerm
 
 if TYPE_CHECKING:
     from chronoq.app import App
+    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.scheduler")
 DUTY = "scheduler"
@@ -93,7 +94,8 @@ def default_holder_id() -> str:
 
 
 class Scheduler:
-    """Runs the leader-only services of `app` while elected."""
+    """Runs the leader-only services of `app` while elected. `metrics` (else the app's, if
+    any) counts leader changes, schedule ticks and rescued leases."""
 
     def __init__(
         self,
@@ -103,18 +105,21 @@ class Scheduler:
         elector: LeaderElector | None = None,
         signals: SchedulerSignals | None = None,
         holder: str | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.app = app
         self.options = (options or SchedulerOptions()).validated()
         self.holder = holder or default_holder_id()
         self.signals = signals or SchedulerSignals()
+        self.metrics = metrics if metrics is not None else app.metrics
         self._elector = elector
         self._stop = threading.Event()
         self.state = SchedulerState()
-        self.cron = CronEnqueuer(app, CronOptions(lookahead=self.options.lookahead))
+        cron_options = CronOptions(lookahead=self.options.lookahead)
+        self.cron = CronEnqueuer(app, cron_options, metrics=self.metrics)
         self._services = [
             _Due(self.cron),
-            _Due(LeaseRescuer(app, self.options.rescue_interval)),
+            _Due(LeaseRescuer(app, self.options.rescue_interval, metrics=self.metrics)),
             _Due(Pruner(app, self.options.retention, self.options.prune_interval)),
         ]
 
@@ -174,6 +179,8 @@ class Scheduler:
                 term.term,
                 extra={"action": "scheduler.elected", "holder": self.holder, "term": term.term},
             )
+            if self.metrics is not None:
+                self.metrics.leader_changed(DUTY, leading=True)
             self.signals.elected(term)
         self.state.trusted_until = time.monotonic() + self.options.leader_ttl / 2
 
@@ -188,6 +195,8 @@ class Scheduler:
         self.state.term = None
         for due in self._services:
             due.at = 0.0
+        if self.metrics is not None:
+            self.metrics.leader_changed(DUTY, leading=False)
         self.signals.deposed()
 
     def _run(self, service: Service) -> float:

@@ -26,6 +26,7 @@ from chronoq.storage.base import (
 
 if TYPE_CHECKING:
     from chronoq.app import App
+    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.scheduler")
 
@@ -50,13 +51,17 @@ class CronOptions:
 
 
 class CronEnqueuer(Service):
-    """Turns schedule ticks into jobs, each keyed by (schedule, tick)."""
+    """Turns schedule ticks into jobs, each keyed by (schedule, tick). `metrics` (else the
+    app's) counts each schedule's ticks fired, late and skipped."""
 
     name = "cron"
 
-    def __init__(self, app: App, options: CronOptions | None = None) -> None:
+    def __init__(
+        self, app: App, options: CronOptions | None = None, metrics: Metrics | None = None
+    ) -> None:
         self.app = app
         self.options = options or CronOptions()
+        self.metrics = metrics if metrics is not None else app.metrics
         self.interval = self.options.interval
         self.fired = 0
 
@@ -136,6 +141,8 @@ class CronEnqueuer(Service):
 
     def _log_pass(self, name: str, advance: ScheduleAdvance) -> None:
         self.fired += advance.inserted
+        if self.metrics is not None:
+            self.metrics.schedule_advanced(name, advance)
         if not (advance.jobs or advance.skipped or advance.coalesced):
             return
         level = logging.WARNING if (advance.late or advance.skipped) else logging.INFO
@@ -158,19 +165,27 @@ class LeaseRescuer(Service):
 
     name = "rescuer"
 
-    def __init__(self, app: App, interval: float = 5.0) -> None:
+    def __init__(self, app: App, interval: float = 5.0, metrics: Metrics | None = None) -> None:
         self.app = app
         self.interval = interval
+        self.metrics = metrics if metrics is not None else app.metrics
 
     def run_once(self) -> float:
         result = self.app.store.job_rescue_expired(JobRescueParams())
-        if result.requeued or result.dead:
+        count = len(result.requeued) + len(result.dead)
+        if count:
+            if self.metrics is not None:
+                self.metrics.lease_expired("rescuer", count)
             log.warning(
                 "rescued %d job(s) whose lease expired: requeued %s, dead %s",
-                len(result.requeued) + len(result.dead),
+                count,
                 result.requeued,
                 result.dead,
-                extra={"action": "scheduler.rescue"},
+                extra={
+                    "action": "scheduler.rescue",
+                    "requeued": result.requeued,
+                    "dead": result.dead,
+                },
             )
         return self.interval
 

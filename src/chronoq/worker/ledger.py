@@ -180,7 +180,12 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
         orphans.worker_id,
         sorted(failed),
         sorted(released),
-        extra={"action": "supervisor.settled", "worker": orphans.worker_id},
+        extra={
+            "action": "supervisor.settled",
+            "worker": orphans.worker_id,
+            "failed": sorted(failed),
+            "released": sorted(released),
+        },
     )
     return failed, released
 

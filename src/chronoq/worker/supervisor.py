@@ -26,7 +26,8 @@
   stop at once); the supervisor then waits for all children. Children run in their own process
   group, so Ctrl-C in a terminal reaches them once, through the supervisor, not twice.
 - Children find the supervisor's pid in `CHRONOQ_SUPERVISOR_PID` and stop gracefully when it
-  disappears, so a supervisor killed with SIGKILL leaves no orphans running.
+  disappears, so a supervisor killed with SIGKILL leaves no orphans running. They find their
+  slot number in `CHRONOQ_WORKER_SLOT` (a restarted child keeps its slot's).
 
 Exit status of `run()`: 0 when every child's last exit was clean, 2 after a configuration error,
 1 otherwise.
@@ -58,6 +59,8 @@ from chronoq.worker.ledger import LEDGER_FD_ENV, LedgerReader, Orphans, describe
 log = logging.getLogger("chronoq.supervisor")
 
 SUPERVISOR_PID_ENV = "CHRONOQ_SUPERVISOR_PID"
+# Each child's slot number (0 to processes - 1), so that it can take a port of its own.
+WORKER_SLOT_ENV = "CHRONOQ_WORKER_SLOT"
 EXIT_CONFIG = 2
 EXIT_RETIRED = os.EX_TEMPFAIL
 # The pause before replacing a child whose death its jobs paid for: no backoff, since the next
@@ -190,7 +193,9 @@ class Supervisor:
 
     def _spawn(self, slot: _Slot) -> None:
         ledger = _LedgerPipe() if self._on_orphans is not None else None
-        env = self._env if ledger is None else {**self._env, LEDGER_FD_ENV: str(ledger.write_fd)}
+        env = {**self._env, WORKER_SLOT_ENV: str(slot.number)}
+        if ledger is not None:
+            env[LEDGER_FD_ENV] = str(ledger.write_fd)
         try:
             process = subprocess.Popen(
                 self.command,
@@ -258,7 +263,11 @@ class Supervisor:
         elif slot.excused:
             self._restart(slot, EXCUSED_RESTART_DELAY, "the jobs it ran pay for the crash")
         elif code == EXIT_CONFIG:
-            log.error("worker process %d has a configuration error; stopping", slot.number)
+            log.error(
+                "worker process %d has a configuration error; stopping",
+                slot.number,
+                extra={"action": "supervisor.config_error", "slot": slot.number},
+            )
             self._fail(EXIT_CONFIG)
         elif self._crash_looping(slot):
             log.error(
@@ -274,7 +283,13 @@ class Supervisor:
 
     def _restart(self, slot: _Slot, delay: float, why: str) -> None:
         slot.restart_at = time.monotonic() + delay
-        log.info("restarting worker process %d in %.1fs: %s", slot.number, delay, why)
+        log.info(
+            "restarting worker process %d in %.1fs: %s",
+            slot.number,
+            delay,
+            why,
+            extra={"action": "supervisor.restart", "slot": slot.number},
+        )
 
     def _settle_orphans(self, slot: _Slot, orphans: Orphans) -> None:
         running = sorted(job_id for job_id, _ in orphans.running)
@@ -283,7 +298,7 @@ class Supervisor:
             slot.number,
             orphans.pid,
             running or "none",
-            extra={"action": "supervisor.orphans", "slot": slot.number, "jobs": running},
+            extra={"action": "supervisor.orphans", "slot": slot.number, "job_ids": running},
         )
         handler = self._on_orphans
         if handler is None:
@@ -297,6 +312,11 @@ class Supervisor:
                     "could not settle the jobs of worker process %d; their leases "
                     "will expire instead",
                     slot.number,
+                    extra={
+                        "action": "supervisor.settle_error",
+                        "slot": slot.number,
+                        "job_ids": running,
+                    },
                 )
             self.signals.orphans_settled(slot.number, orphans)
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Claim, Job, Outcome
 from chronoq.errors import ConfigError, Discard, JobTimeout, Retry, StoreError
+from chronoq.observability.logs import current_job
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobRescueParams
 from chronoq.worker.context import JobContext
 from chronoq.worker.ledger import JobLedger
@@ -48,6 +49,7 @@ from chronoq.worker.supervisor import EXIT_RETIRED
 
 if TYPE_CHECKING:
     from chronoq.app import App, Task
+    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.worker")
 TRACEBACK_LIMIT = 4000
@@ -157,7 +159,10 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Runs the jobs of an App's queues until stopped (or, in burst mode, until none is due)."""
+    """Runs the jobs of an App's queues until stopped (or, in burst mode, until none is due).
+
+    `metrics` (else the app's `metrics`, if any) counts what this worker claims, runs and
+    reports; without one the worker does no metrics work at all."""
 
     def __init__(
         self,
@@ -165,10 +170,16 @@ class Worker:
         options: WorkerOptions | None = None,
         signals: WorkerSignals | None = None,
         ledger: JobLedger | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.app = app
         self.options = (options or WorkerOptions()).validated()
         self.signals = signals or WorkerSignals()
+        self.metrics = metrics if metrics is not None else app.metrics
+        self._on_fenced = self.metrics.fenced if self.metrics is not None else None
+        # Attempts (id, token) whose lost lease a refused heartbeat counted: their refused
+        # result then does not count it again.
+        self._lost_counted: set[tuple[int, int]] = set()
         self.worker_id = self.options.worker_id or default_worker_id()
         self.queues = list(self.options.queues or app.queues)
         if not self.queues:
@@ -395,11 +406,14 @@ class Worker:
             return claim
         self.stats.claimed += len(jobs)
         self.signals.claimed(jobs)
+        if self.metrics is not None:
+            self.metrics.claimed(jobs)
         if self._stop_requested:
             await self._release(jobs)
             return Claim([], claim.wakeup)
         for job in jobs:
-            running = _Running(job, JobContext(job, self.worker_id, self.app.store))
+            ctx = JobContext(job, self.worker_id, self.app.store, on_fenced=self._on_fenced)
+            running = _Running(job, ctx)
             running.heartbeat_due = running.started + job.lease_seconds / 3
             self._owned[job.id] = running
             self._buffer.append(running)
@@ -434,12 +448,19 @@ class Worker:
         count = len(result.requeued) + len(result.dead)
         if count:
             self.stats.rescued += count
+            if self.metrics is not None:
+                self.metrics.lease_expired("rescuer", count)
             log.warning(
                 "rescued %d job(s) whose lease expired: requeued %s, dead %s",
                 count,
                 result.requeued,
                 result.dead,
-                extra={"action": "worker.rescue", "worker": self.worker_id},
+                extra={
+                    "action": "worker.rescue",
+                    "worker": self.worker_id,
+                    "requeued": result.requeued,
+                    "dead": result.dead,
+                },
             )
         return count
 
@@ -458,7 +479,11 @@ class Worker:
         log.info(
             "released %d claimed job(s) that had not started",
             len(released),
-            extra={"action": "worker.release", "worker": self.worker_id},
+            extra={
+                "action": "worker.release",
+                "worker": self.worker_id,
+                "job_ids": sorted(released),
+            },
         )
 
     # -- running jobs ---------------------------------------------------------------------
@@ -479,6 +504,9 @@ class Worker:
 
     async def _execute(self, running: _Running) -> None:
         job = running.job
+        # This task's own context, inherited by a sync handler's thread: what the handler logs
+        # carries the job's fields (see chronoq.observability.logs).
+        current_job.set(job)
         running.started = time.monotonic()
         try:
             params = await self._run_handler(running)
@@ -491,7 +519,10 @@ class Worker:
             params = self._failed(running, _Interrupted("worker shut down mid-job"), delay=0.0)
         finally:
             self._running -= 1
-            self._handler_seconds.add(time.monotonic() - running.started)
+            elapsed = time.monotonic() - running.started
+            self._handler_seconds.add(elapsed)
+            if self.metrics is not None:
+                self.metrics.ran(job.queue, elapsed)
             self._start_buffered()
             if self._waiting_for_slot:
                 self._rt.wake.set()
@@ -502,6 +533,8 @@ class Worker:
             self._ledger.ended((job,))
             self.stats.done += 1
             self.signals.finished(job, Outcome.DONE, True)
+            if self.metrics is not None:
+                self.metrics.finished(job, Outcome.DONE)
             self._log_finished(job, Outcome.DONE, time.monotonic() - running.started)
         else:
             running.reporting = True
@@ -620,12 +653,20 @@ class Worker:
                 break
             except StoreError as exc:
                 failures += 1
+                extra = self._batch_extra("worker.report_error", [r.job for r in batch])
                 if self._rt.stop_now.is_set():
-                    log.error("could not report %d result(s) before stopping: %s", len(batch), exc)
+                    log.error(
+                        "could not report %d result(s) before stopping: %s",
+                        len(batch),
+                        exc,
+                        extra=extra,
+                    )
                     accepted = set()
                     break
                 pause = min(5.0, 0.05 * 2**failures)
-                log.error("could not report results, retrying in %.1fs: %s", pause, exc)
+                log.error(
+                    "could not report results, retrying in %.1fs: %s", pause, exc, extra=extra
+                )
                 await asyncio.sleep(pause)
         for result in batch:
             self._record(result, result.params.id in accepted)
@@ -640,6 +681,8 @@ class Worker:
         duration = time.monotonic() - running.started if running else 0.0
         if not accepted:
             self.stats.lost += 1
+            if self.metrics is not None:
+                self._count_lost(self.metrics, job, "finish")
             log.warning(
                 "job %d: result %s discarded, lease token %d is stale (the job was rescued "
                 "and claimed again)",
@@ -652,8 +695,26 @@ class Worker:
             counter = {"done": "done", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}
             name = counter[str(outcome)]
             setattr(self.stats, name, getattr(self.stats, name) + 1)
+            if self.metrics is not None:
+                self.metrics.finished(job, outcome)
             self._log_finished(job, outcome, duration, result.params)
         self.signals.finished(job, outcome, accepted)
+
+    def _count_lost(self, metrics: Metrics, job: Job, kind: str) -> None:
+        """A write of ours was refused: count it, and the lost lease once per attempt (a
+        refused heartbeat comes first; the refused result of the same attempt follows)."""
+        metrics.fenced(kind)
+        attempt = (job.id, job.lease_token)
+        if kind == "heartbeat":
+            self._lost_counted.add(attempt)
+            metrics.lease_expired("worker")
+        elif attempt in self._lost_counted:
+            self._lost_counted.discard(attempt)
+        else:
+            metrics.lease_expired("worker")
+
+    def _batch_extra(self, action: str, jobs: Sequence[Job]) -> dict[str, Any]:
+        return {"action": action, "worker": self.worker_id, "job_ids": [job.id for job in jobs]}
 
     def _log_finished(
         self, job: Job, outcome: Outcome, duration: float, params: JobFinishParams | None = None
@@ -701,13 +762,16 @@ class Worker:
         try:
             accepted: set[int] = await self._io(self.app.store.job_heartbeat_many, refs)
         except StoreError as exc:
-            log.error("heartbeat failed: %s", exc, extra={"action": "worker.heartbeat_error"})
+            extra = self._batch_extra("worker.heartbeat_error", [r.job for r in batch])
+            log.error("heartbeat failed: %s", exc, extra=extra)
             return
         for running in batch:
             running.heartbeat_due = now + running.job.lease_seconds / 3
             refused = running.job.id not in accepted and running.job.id in self._owned
             if refused and not running.reporting:
                 running.ctx.lost = True
+                if self.metrics is not None:
+                    self._count_lost(self.metrics, running.job, "heartbeat")
                 log.warning(
                     "job %d: heartbeat rejected, the lease was lost; its result will be discarded",
                     running.job.id,
@@ -722,7 +786,11 @@ class Worker:
             try:
                 listener = self.app.store.open_listener()
             except StoreError as exc:
-                log.warning("cannot listen for new jobs, polling instead: %s", exc)
+                log.warning(
+                    "cannot listen for new jobs, polling instead: %s",
+                    exc,
+                    extra={"action": "worker.listen_error", "worker": self.worker_id},
+                )
                 self._closing.wait(self.options.poll_interval)
                 continue
             try:
@@ -730,7 +798,11 @@ class Worker:
                     if listener.wait(0.5):
                         self._wake_from_thread()
             except StoreError as exc:
-                log.warning("lost the change listener, reconnecting: %s", exc)
+                log.warning(
+                    "lost the change listener, reconnecting: %s",
+                    exc,
+                    extra={"action": "worker.listen_error", "worker": self.worker_id},
+                )
             finally:
                 listener.close()
 
@@ -776,7 +848,9 @@ class Worker:
             await asyncio.wait_for(self._rt.results.join(), timeout=timeout)
         except TimeoutError:
             log.error(
-                "gave up reporting %d result(s); their leases will expire", self._rt.results.qsize()
+                "gave up reporting %d result(s); their leases will expire",
+                self._rt.results.qsize(),
+                extra={"action": "worker.report_abandoned", "worker": self.worker_id},
             )
 
     # -- a blocked event loop -------------------------------------------------------------
@@ -810,17 +884,21 @@ class Worker:
                 blocked,
                 ", ".join(f"{r.job.id} ({r.job.task})" for r in suspects),
                 EXIT_RETIRED,
-                extra={"action": "worker.blocked", "worker": self.worker_id},
+                extra=self._batch_extra("worker.blocked", [r.job for r in suspects]),
             )
             flush_logs()
             os._exit(EXIT_RETIRED)
 
     async def _drain_in_flight(self) -> None:
-        tasks = [r.task for r in self._owned.values() if r.task is not None and not r.task.done()]
+        in_flight = [r for r in self._owned.values() if r.task is not None and not r.task.done()]
+        tasks = [r.task for r in in_flight if r.task is not None]
         if not tasks:
             return
         log.info(
-            "waiting up to %.0fs for %d job(s) in flight", self.options.shutdown_grace, len(tasks)
+            "waiting up to %.0fs for %d job(s) in flight",
+            self.options.shutdown_grace,
+            len(tasks),
+            extra=self._batch_extra("worker.drain", [r.job for r in in_flight]),
         )
         stop_now: asyncio.Future[Any] = asyncio.ensure_future(self._rt.stop_now.wait())
         waiting: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
