@@ -237,7 +237,41 @@ def _add_worker(worker: ArgumentParser) -> None:
         metavar="SECONDS",
         help="longest pause between looks at the database (default 5s)",
     )
-    worker.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    _add_observability(worker, "with --processes M, the workers take ports N to N+M-1")
+
+
+def _add_observability(parser: ArgumentParser, port_note: str = "") -> None:
+    """--log-level, --log-format and the metrics endpoint of the long-running commands."""
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line, with the job's fields (default text)",
+    )
+    note = f"; {port_note}" if port_note else ""
+    parser.add_argument(
+        "--metrics-port",
+        type=metrics_port,
+        metavar="N",
+        help=f"serve Prometheus metrics on http://HOST:N/metrics (0: any free port){note}",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address the metrics endpoint listens on (default 127.0.0.1)",
+    )
+
+
+def metrics_port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
 
 
 def _add_enqueue(enqueue: ArgumentParser) -> None:
@@ -322,7 +356,7 @@ def _add_scheduler(scheduler: ArgumentParser) -> None:
         metavar="DURATION",
         help="enqueue ticks this far ahead of their time (default 5s)",
     )
-    scheduler.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    _add_observability(scheduler)
 
 
 def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None:

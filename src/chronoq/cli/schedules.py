@@ -8,7 +8,7 @@ from rich.table import Table
 
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
-from chronoq.cli.worker import configure_logging
+from chronoq.cli.worker import configure_logging, ensure_metrics, serve_metrics
 from chronoq.core.cron import parse_cadence, preview
 from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
@@ -288,12 +288,17 @@ def scheduler(run: Invocation) -> int:
         lookahead=args.lookahead if args.lookahead is not None else defaults.lookahead,
         retention=args.retention if args.retention is not None else defaults.retention,
     )
+    ensure_metrics(app, args.metrics_port)  # before the Scheduler, which counts on the app's
     service = Scheduler(app, options)
-    configure_logging(args.log_level, run.out.stderr)
+    configure_logging(args.log_level, run.out.stderr, args.log_format)
     # One clear line when the database is unreachable or not migrated, before the loop.
     app.store.schedule_due(options.lookahead)
+    metrics = None
     try:
+        metrics = serve_metrics(app, args.metrics_port, args.metrics_host, watch_store=True)
         service.run()
     finally:
+        if metrics is not None:
+            metrics.close()  # first: a scrape would open the store again
         app.close()
     return EXIT_OK

@@ -1,4 +1,11 @@
-"""`chronoq worker`: one worker in this process, or a supervisor of several worker processes."""
+"""`chronoq worker`: one worker in this process, or a supervisor of several worker processes.
+
+With `--metrics-port N` a lone worker serves /metrics on N. Under `--processes M` the supervisor
+runs no jobs and serves nothing; each child serves its own counters on N + its slot (N to
+N+M-1), and a restarted child takes its slot's port again. Prometheus sums them across targets.
+(One port for the whole fleet would need prometheus-client's multiprocess mode: files shared
+between processes, cleaned up as children die, and gauges that cannot simply be summed.)
+"""
 
 from __future__ import annotations
 
@@ -9,38 +16,59 @@ import sys
 import threading
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from chronoq.app import App
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
+from chronoq.errors import ConfigError
+from chronoq.observability import logs
 from chronoq.worker.ledger import JobLedger, Orphans, settle_orphans
 from chronoq.worker.supervisor import (
     EXIT_RETIRED,
     SUPERVISOR_PID_ENV,
+    WORKER_SLOT_ENV,
     Supervisor,
     SupervisorOptions,
 )
 from chronoq.worker.worker import Worker, WorkerOptions, flush_logs
 
+if TYPE_CHECKING:
+    from chronoq.observability.metrics import Metrics
+
 log = logging.getLogger("chronoq.cli")
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(process)d]: %(message)s"
+LOG_FORMAT = logs.TEXT_FORMAT
 ORPHAN_CHECK_SECONDS = 1.0
+MAX_PORT = 65535
 
 
 def worker(run: Invocation) -> int:
     args = run.args
+    _check_metrics_ports(args.metrics_port, args.processes)
+    # The slot is read, and removed, first: processes the jobs start must not take it for theirs.
+    port = _slot_port(args.metrics_port, os.environ.pop(WORKER_SLOT_ENV, ""))
     app = open_app(run.dsn, args.app)
+    if args.processes == 1:
+        ensure_metrics(app, port)  # before the Worker, which counts on the app's
     options = worker_options(args)
     job_worker = Worker(app, options, ledger=JobLedger.from_environment())  # validates them
-    configure_logging(args.log_level, run.out.stderr)
+    configure_logging(args.log_level, run.out.stderr, args.log_format)
     # Fail here, with one clear line, when the database is unreachable or not migrated, rather
     # than in a claim loop that would log and retry forever.
     app.store.job_next_wakeup(job_worker.queues)
     if args.processes > 1:
         app.close()
         return _supervise(run.argv, args.processes, app)
-    return _run_in_process(app, job_worker)
+    try:
+        metrics = serve_metrics(app, port, args.metrics_host)
+    except ConfigError:
+        app.close()
+        raise
+    try:
+        return _run_in_process(app, job_worker)
+    finally:
+        if metrics is not None:
+            metrics.close()
 
 
 def worker_options(args: argparse.Namespace) -> WorkerOptions:
@@ -58,11 +86,55 @@ def worker_options(args: argparse.Namespace) -> WorkerOptions:
     )
 
 
-def configure_logging(level: str, stream: TextIO) -> None:
-    """Log to `stream` unless the host program already set logging up."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(format=LOG_FORMAT, stream=stream)
-    logging.getLogger("chronoq").setLevel(level.upper())
+def configure_logging(level: str, stream: TextIO, fmt: str = "text") -> None:
+    """Log to `stream`, as text or JSON lines, unless the host program already set logging
+    up (see `chronoq.observability.logs.configure_logging`)."""
+    logs.configure_logging(level, stream, fmt)
+
+
+def serve_metrics(
+    app: App, port: int | None, host: str, *, watch_store: bool = False
+) -> Metrics | None:
+    """Serve the app's metrics on `host:port` (None: no endpoint, nothing served); with
+    `watch_store`, queue depths are read from the store at each scrape."""
+    metrics = ensure_metrics(app, port)
+    if metrics is None or port is None:
+        return None
+    if watch_store:
+        metrics.watch_store(lambda: app.store)
+    bound = metrics.serve(port, host)
+    log.info(
+        "serving metrics on http://%s:%d/metrics",
+        host,
+        bound,
+        extra={"action": "metrics.serve", "host": host, "port": bound},
+    )
+    return metrics
+
+
+def ensure_metrics(app: App, port: int | None) -> Metrics | None:
+    """Give the app a Metrics when an endpoint will serve one (keeping one the app has)."""
+    if port is not None and app.metrics is None:
+        # Imported here: prometheus-client costs every other command 0.1 s to import.
+        from chronoq.observability.metrics import Metrics
+
+        app.metrics = Metrics()
+    return app.metrics if port is not None else None
+
+
+def _check_metrics_ports(port: int | None, processes: int) -> None:
+    if port and port + processes - 1 > MAX_PORT:
+        raise ConfigError(
+            f"--metrics-port {port} with --processes {processes}: the workers take ports "
+            f"{port} to {port + processes - 1}, past {MAX_PORT}; choose a lower port"
+        )
+
+
+def _slot_port(port: int | None, slot: str) -> int | None:
+    """A supervised child's port: the base port plus its slot (0 stays 0: any free port)."""
+    if not port or not slot.isdigit():
+        return port
+    return port + int(slot)
 
 
 def _run_in_process(app: App, job_worker: Worker) -> int:
