@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import asyncio
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta
 
