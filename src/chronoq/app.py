@@ -45,7 +45,7 @@ from chronoq.core.validate import (
     delay_seconds,
     encode_payload,
 )
-from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
+from chronoq.errors import ConfigError, ScheduleNotFound, UnknownQueue, UnknownTask
 from chronoq.scheduling import (
     RUN_LATE,
     SyncReport,
@@ -585,6 +585,19 @@ class App:
                 extra={"action": "app.sync", "schedule": name},
             )
         return report
+
+    def trigger_schedule(self, name: str) -> Enqueued:
+        """Enqueue a stored schedule's job now, as a one-off job outside its cadence: same
+        task, payload, queue and priority; the schedule's cursor and counters stay."""
+        schedule = self.store.schedule_get(name)
+        if schedule is None:
+            raise ScheduleNotFound(f"no schedule named {name!r}")
+        spec = JobSpec(
+            schedule.task, schedule.payload, queue=schedule.queue, priority=schedule.priority
+        )
+        return self.enqueue_many([spec])[0]
+
+    # -- reading --------------------------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(job_id)

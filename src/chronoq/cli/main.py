@@ -25,6 +25,7 @@ from chronoq.cli.invocation import (
 )
 from chronoq.cli.output import Output, quiet_logger
 from chronoq.cli.parser import Handler, UsageError, build_parser, missing_command
+from chronoq.cli.serve import serve
 from chronoq.cli.worker import worker
 from chronoq.errors import ChronoqError, ConfigError, EnqueueError, InvalidDuration
 from chronoq.storage.dsn import redact
@@ -44,6 +45,7 @@ HANDLERS: dict[str, Handler] = {
     "dead requeue": admin.dead_requeue,
     "dead purge": admin.dead_purge,
     "scheduler": schedules.scheduler,
+    "serve": serve,
     "schedule add": schedules.schedule_add,
     "schedule list": schedules.schedule_list,
     "schedule show": schedules.schedule_show,
@@ -75,7 +77,7 @@ def main(
         args = _parse(arguments, out)
         if args is None:
             return 0  # --help or --version was printed
-        quiet = args.command not in ("worker", "scheduler")
+        quiet = args.command not in ("worker", "scheduler", "serve")
         with _connection_retries_unlogged() if quiet else contextlib.nullcontext():
             return int(args.handler(Invocation(args, out, arguments)))
     except UsageError as exc:

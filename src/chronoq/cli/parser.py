@@ -21,7 +21,7 @@ MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
-    None: "migrate, worker, scheduler, enqueue, jobs, dead, schedule, queue, stats, demo",
+    None: "migrate, worker, scheduler, serve, enqueue, jobs, dead, schedule, queue, stats, demo",
     "jobs": "list, show, cancel",
     "dead": "list, requeue, purge",
     "schedule": "add, list, show, pause, resume, remove, preview",
@@ -184,6 +184,9 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
             "Run the leader-only services (cron, lease rescuer, pruner) when elected.",
         )
     )
+    _add_serve(
+        command(commands, "serve", "serve", "Serve the HTTP API, the dashboard and /metrics.")
+    )
     _add_enqueue(command(commands, "enqueue", "enqueue", "Enqueue one job; prints its id."))
     _add_jobs(commands, command)
     _add_dead(commands, command)
@@ -272,6 +275,34 @@ def metrics_port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
+
+
+def _add_serve(serve: ArgumentParser) -> None:
+    serve.add_argument(
+        "--app",
+        metavar="MODULE:APP",
+        help="the App whose tasks the API checks jobs against (default: any task name)",
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; others need tokens configured)",
+    )
+    serve.add_argument(
+        "--port", type=metrics_port, default=8080, metavar="N", help="port (default 8080)"
+    )
+    serve.add_argument(
+        "--secure-cookies",
+        action="store_true",
+        help="send the dashboard's session cookie over HTTPS only (behind a TLS proxy)",
+    )
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line (default text)",
+    )
 
 
 def _add_enqueue(enqueue: ArgumentParser) -> None:

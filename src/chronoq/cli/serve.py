@@ -1,0 +1,82 @@
+"""`chronoq serve`: the HTTP API, the dashboard and /metrics, on uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+
+import uvicorn
+
+from chronoq.cli.apps import open_app
+from chronoq.cli.invocation import EXIT_OK, Invocation
+from chronoq.errors import ConfigError
+from chronoq.http.auth import TokenTable
+from chronoq.http.context import HttpContext
+from chronoq.http.server import create_server
+from chronoq.observability.logs import configure_logging
+from chronoq.observability.metrics import Metrics
+
+log = logging.getLogger("chronoq.http")
+
+
+def serve(run: Invocation) -> int:
+    args = run.args
+    app = open_app(run.dsn, args.app)
+    tokens = TokenTable.from_config(app.config)
+    if tokens.open and not is_loopback(args.host):
+        raise ConfigError(
+            f"--host {args.host} is not a loopback address, and no token is configured: set "
+            "CHRONOQ_ADMIN_TOKENS (and CHRONOQ_READ_TOKENS) before serving beyond this machine"
+        )
+    configure_logging(args.log_level, run.out.stderr, args.log_format)
+    app.store.stats()  # fail here, in one line, when the database is unreachable or unmigrated
+    metrics = Metrics()
+    app.metrics = metrics
+    metrics.watch_store(lambda: app.store)
+    server = create_server(HttpContext(app, tokens, metrics), https_only=args.secure_cookies)
+    if tokens.open:
+        log.warning(
+            "no API token configured: open access for anyone on this machine, listening on "
+            "loopback only (%s)",
+            args.host,
+            extra={"action": "serve.open_access"},
+        )
+    log.info(
+        "serving the API, the dashboard and /metrics on http://%s:%d/ for %s",
+        _url_host(args.host),
+        args.port,
+        app.store.dsn_display,
+        extra={"action": "serve.start"},
+    )
+    config = uvicorn.Config(
+        server, host=args.host, port=args.port, log_config=None, access_log=False
+    )
+    _stop_quietly_after_uvicorn()
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        app.close()
+    log.info("stopped serving", extra={"action": "serve.stop"})
+    return EXIT_OK
+
+
+def _stop_quietly_after_uvicorn() -> None:
+    """uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again for the
+    handler it found installed; with this one that ends the command with exit code 0 (a
+    stop asked for is not a failure) instead of death by signal."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,522 @@
+"""The JSON API under `/api/v1`: enqueue, search, inspect and administer.
+
+Every input error is a 4xx with one JSON body, `{"error": {"type", "message", "field"}}`, that
+names the input at fault; the store is never asked to do anything with input that failed a
+check, so a refusal leaves what is stored as it was. Endpoints are plain functions: FastAPI runs
+them in its thread pool, where the store's blocking calls belong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from chronoq.app import JobSpec
+from chronoq.core.durations import parse_duration
+from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.schedules import Schedule
+from chronoq.core.validate import check_key, check_name
+from chronoq.errors import (
+    ChronoqError,
+    ConfigError,
+    EnqueueError,
+    InvalidDuration,
+    InvalidPayload,
+    JobNotFound,
+    KeyConflict,
+    NaiveDatetime,
+    PayloadTooLarge,
+    ScheduleNotFound,
+    StoreUnavailable,
+    UnknownQueue,
+    UnknownTask,
+)
+from chronoq.http.auth import Scope
+from chronoq.http.context import HttpContext
+from chronoq.http.models import (
+    MAX_ID,
+    BatchIn,
+    BatchOut,
+    DeadSelection,
+    EnqueuedOut,
+    ErrorOut,
+    JobIn,
+    JobOut,
+    JobPage,
+    PurgeIn,
+    PurgeOut,
+    QueueOut,
+    RequeueOut,
+    ScheduleOut,
+    StatOut,
+)
+from chronoq.http.views import read_overview
+from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams, OverviewParams
+
+MAX_PAGE = 1000
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422)
+}
+_bearer = HTTPBearer(auto_error=False, description="A read or admin token.")
+
+
+class ApiError(Exception):
+    """An error response: status, kind, message and the input at fault."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.field = status, kind, message, field
+
+
+# -- auth -----------------------------------------------------------------------------------
+
+
+def _requires(ctx: HttpContext, needed: Scope) -> Callable[..., None]:
+    def check(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        scope = ctx.tokens.scope_of(credentials.credentials if credentials else None)
+        if scope is None:
+            kind = "Unauthorized" if credentials is None else "InvalidToken"
+            raise ApiError(401, kind, "a valid bearer token is required")
+        if scope < needed:
+            raise ApiError(403, "Forbidden", "this endpoint needs an admin token")
+
+    return check
+
+
+# -- the routes -----------------------------------------------------------------------------
+
+
+def api_routes(ctx: HttpContext) -> APIRouter:
+    reader = APIRouter(dependencies=[Depends(_requires(ctx, Scope.READ))], responses=ERRORS)
+    admin = APIRouter(dependencies=[Depends(_requires(ctx, Scope.ADMIN))], responses=ERRORS)
+    _job_routes(ctx, reader, admin)
+    _dead_routes(ctx, reader, admin)
+    _schedule_routes(ctx, reader, admin)
+    _queue_routes(ctx, reader, admin)
+    router = APIRouter()
+    router.include_router(reader)
+    router.include_router(admin)
+    return router
+
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Jobs per page.")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page.")]
+Filter = Annotated[str | None, Query()]
+Name = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+def _job_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
+    @admin.post("/jobs", status_code=201, response_model=EnqueuedOut, tags=["jobs"])
+    def enqueue(job: JobIn, response: Response) -> dict[str, Any]:
+        """Enqueue one job. 201 when created; 200 with `created: false` when a live job
+        already holds its key."""
+        [result] = _enqueue(ctx, [job])
+        if not result.created:
+            response.status_code = 200
+        return {"id": result.id, "created": result.created}
+
+    @admin.post("/jobs/batch", status_code=201, response_model=BatchOut, tags=["jobs"])
+    def enqueue_batch(batch: BatchIn) -> dict[str, Any]:
+        """Enqueue jobs in one transaction: one refused job refuses them all."""
+        results = _enqueue(ctx, batch.jobs)
+        return {"results": [{"id": r.id, "created": r.created} for r in results]}
+
+    @reader.get("/jobs", response_model=JobPage, tags=["jobs"])
+    def search_jobs(
+        status: Annotated[list[JobStatus] | None, Query()] = None,
+        queue: Filter = None,
+        task: Filter = None,
+        key: Filter = None,
+        created_after: Annotated[datetime | None, Query()] = None,
+        created_before: Annotated[datetime | None, Query()] = None,
+        limit: Limit = 100,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        """Jobs newest first, filtered; `created_after` is inclusive, `created_before` not."""
+        params = JobListParams(
+            statuses=tuple(status or ()),
+            queue=_name("queue", queue),
+            task=_name("task", task),
+            key=_key(key),
+            created_after=_aware("created_after", created_after),
+            created_before=_aware("created_before", created_before),
+            limit=limit,
+            before_id=_cursor(cursor),
+        )
+        return _page(ctx.app.store.job_list(params), limit)
+
+    @reader.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
+    def get_job(job_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
+        return _job_or_404(ctx.app.store.job_get(job_id), job_id).to_json()
+
+    @admin.post("/jobs/{job_id}/cancel", response_model=JobOut, tags=["jobs"])
+    def cancel_job(job_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
+        """Cancel a pending or running job (409 when it has already ended)."""
+        before = _job_or_404(ctx.app.store.job_get(job_id), job_id)
+        job = (
+            _job_or_404(ctx.app.store.job_cancel(job_id), job_id)
+            if not before.status.is_final
+            else before
+        )
+        if before.status.is_final or job.status != JobStatus.CANCELLED:
+            raise ApiError(409, "JobFinished", f"job {job_id} is {job.status}; not cancelled")
+        return job.to_json()
+
+    @reader.get("/stats", response_model=list[StatOut], tags=["queues"])
+    def stats() -> list[dict[str, Any]]:
+        """Jobs per queue and status."""
+        return [
+            {"queue": s.queue, "status": s.status, "count": s.count} for s in ctx.app.store.stats()
+        ]
+
+    @reader.get("/overview", tags=["queues"])
+    def overview(
+        window: Annotated[float, Query(ge=10, le=86_400)] = 300.0,
+        bucket: Annotated[float, Query(ge=1, le=3_600)] = 10.0,
+    ) -> dict[str, Any]:
+        """What the dashboard shows: per-queue counts, rates and lateness, a throughput series
+        and a lateness histogram over the last `window` seconds."""
+        if window / bucket > 1000:
+            raise ApiError(422, "ValidationError", "window / bucket must be at most 1000", "bucket")
+        return read_overview(ctx.app.store, window=window, bucket=bucket)
+
+
+def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
+    @reader.get("/dead", response_model=JobPage, tags=["dead letters"])
+    def list_dead(
+        queue: Filter = None, task: Filter = None, limit: Limit = 100, cursor: Cursor = None
+    ) -> dict[str, Any]:
+        params = JobListParams(
+            statuses=(JobStatus.DEAD,),
+            queue=_name("queue", queue),
+            task=_name("task", task),
+            limit=limit,
+            before_id=_cursor(cursor),
+        )
+        return _page(ctx.app.store.job_list(params), limit)
+
+    @admin.post("/dead/requeue", response_model=RequeueOut, tags=["dead letters"])
+    def requeue_dead(selection: DeadSelection) -> dict[str, Any]:
+        """Requeue dead jobs: they start over with all their attempts."""
+        _check_selection(selection)
+        result = ctx.app.store.dead_requeue(
+            DeadRequeueParams(
+                ids=None if selection.all else selection.ids,
+                queue=_name("queue", selection.queue),
+                task=_name("task", selection.task),
+            )
+        )
+        return {"requeued": result.requeued, "key_conflicts": result.key_conflicts}
+
+    @admin.post("/dead/purge", response_model=PurgeOut, tags=["dead letters"])
+    def purge_dead(selection: PurgeIn) -> dict[str, Any]:
+        """Delete dead jobs for good."""
+        _check_selection(selection)
+        purged = ctx.app.store.dead_purge(
+            DeadPurgeParams(
+                older_than=_duration("older_than", selection.older_than),
+                ids=None if selection.all else selection.ids,
+                queue=_name("queue", selection.queue),
+                task=_name("task", selection.task),
+            )
+        )
+        return {"purged": purged}
+
+
+def _schedule_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
+    @reader.get("/schedules", response_model=list[ScheduleOut], tags=["schedules"])
+    def list_schedules() -> list[dict[str, Any]]:
+        return [s.to_json() for s in ctx.app.store.schedule_list()]
+
+    @reader.get("/schedules/{name}", response_model=ScheduleOut, tags=["schedules"])
+    def get_schedule(name: Name) -> dict[str, Any]:
+        schedule = ctx.app.store.schedule_get(_name("schedule", name) or name)
+        return _schedule_or_404(schedule, name).to_json()
+
+    @admin.post("/schedules/{name}/pause", response_model=ScheduleOut, tags=["schedules"])
+    def pause_schedule(name: Name) -> dict[str, Any]:
+        """Pause: its tick jobs not yet due are cancelled."""
+        schedule = ctx.app.store.schedule_pause(_name("schedule", name) or name, True)
+        return _schedule_or_404(schedule, name).to_json()
+
+    @admin.post("/schedules/{name}/resume", response_model=ScheduleOut, tags=["schedules"])
+    def resume_schedule(name: Name) -> dict[str, Any]:
+        """Resume from now: ticks that fell in the pause are not missed ticks."""
+        schedule = ctx.app.store.schedule_pause(_name("schedule", name) or name, False)
+        return _schedule_or_404(schedule, name).to_json()
+
+    @admin.post(
+        "/schedules/{name}/trigger", status_code=201, response_model=EnqueuedOut, tags=["schedules"]
+    )
+    def trigger_schedule(name: Name) -> dict[str, Any]:
+        """Enqueue the schedule's job now, outside its cadence; its cursor does not move."""
+        result = ctx.app.trigger_schedule(_name("schedule", name) or name)
+        return {"id": result.id, "created": result.created}
+
+
+def _queue_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
+    @reader.get("/queues", response_model=list[QueueOut], tags=["queues"])
+    def list_queues() -> list[dict[str, Any]]:
+        """Every queue with jobs or settings: its settings and its counts now."""
+        return _queues(ctx)
+
+    @admin.post("/queues/{name}/pause", response_model=QueueOut, tags=["queues"])
+    def pause_queue(name: Name) -> dict[str, Any]:
+        ctx.app.store.queue_pause(_name("queue", name) or name, True)
+        return _queue(ctx, name)
+
+    @admin.post("/queues/{name}/resume", response_model=QueueOut, tags=["queues"])
+    def resume_queue(name: Name) -> dict[str, Any]:
+        ctx.app.store.queue_pause(_name("queue", name) or name, False)
+        return _queue(ctx, name)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _enqueue(ctx: HttpContext, jobs: Sequence[JobIn]) -> list[Any]:
+    specs = []
+    for n, job in enumerate(jobs):
+        where = "" if len(jobs) == 1 else f"jobs[{n}]."
+        try:
+            specs.append(_spec(ctx, job))
+        except ChronoqError as exc:
+            raise _input_error(exc, where) from None
+    try:
+        return ctx.app.enqueue_many(specs)
+    except EnqueueError as exc:
+        raise _input_error(exc, "jobs[?]." if len(jobs) > 1 else "") from None
+
+
+def _spec(ctx: HttpContext, job: JobIn) -> JobSpec:
+    spec = JobSpec(
+        task=job.task,
+        payload=job.payload,
+        at=job.at,
+        delay=job.delay,
+        queue=job.queue,
+        key=job.key,
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        misfire=job.misfire,
+        misfire_grace=job.misfire_grace,
+        rate_key=job.rate_key,
+    )
+    ctx.app.prepare(spec)  # refuses a bad job with the field at fault, before any is stored
+    return spec
+
+
+_FIELD_OF_ERROR: tuple[tuple[type[ChronoqError], str], ...] = (
+    (UnknownTask, "task"),
+    (UnknownQueue, "queue"),
+    (NaiveDatetime, "at"),
+    (InvalidPayload, "payload"),
+    (PayloadTooLarge, "payload"),
+)
+_FIELDS = (
+    "misfire_grace",
+    "max_attempts",
+    "rate_key",
+    "priority",
+    "misfire",
+    "payload",
+    "queue",
+    "delay",
+    "task",
+    "key",
+    "at",
+)
+
+
+def _input_error(exc: ChronoqError, where: str) -> ApiError:
+    status = 413 if isinstance(exc, PayloadTooLarge) else 422
+    field = next((f for kind, f in _FIELD_OF_ERROR if isinstance(exc, kind)), None)
+    if field is None:
+        text = str(exc)
+        field = next((f for f in _FIELDS if _names(text, f)), None)
+        if field is None and isinstance(exc, InvalidDuration):
+            field = "delay"
+    return ApiError(status, type(exc).__name__, str(exc), f"{where}{field}" if field else None)
+
+
+def _names(message: str, field: str) -> bool:
+    """Does an error message start by naming `field` (as `misfire_grace` or "misfire grace")?"""
+    spoken = field.replace("_", " ")
+    return message.startswith((field, spoken)) or f"`{field}`" in message
+
+
+def _page(jobs: list[Job], limit: int) -> dict[str, Any]:
+    cursor = str(jobs[-1].id) if len(jobs) == limit else None
+    return {"jobs": [job.to_json() for job in jobs], "next_cursor": cursor}
+
+
+def _cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    if not cursor.isascii() or not cursor.isdigit() or not 1 <= int(cursor) <= MAX_ID:
+        raise ApiError(422, "ValidationError", f"invalid cursor {cursor[:40]!r}", "cursor")
+    return int(cursor)
+
+
+def _name(kind: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return check_name(kind, value)
+    except ConfigError as exc:
+        raise ApiError(422, "ValidationError", str(exc), kind) from None
+
+
+def _key(value: str | None) -> str | None:
+    try:
+        return check_key(value)
+    except ConfigError as exc:
+        raise ApiError(422, "ValidationError", str(exc), "key") from None
+
+
+def _aware(field: str, moment: datetime | None) -> datetime | None:
+    if moment is not None and moment.utcoffset() is None:
+        message = f"{field} has no time zone: give an offset, e.g. 2027-01-01T09:00:00Z"
+        raise ApiError(422, "NaiveDatetime", message, field)
+    return moment
+
+
+def _duration(field: str, value: float | str) -> timedelta:
+    try:
+        delta = parse_duration(value) if isinstance(value, str) else timedelta(seconds=value)
+    except (InvalidDuration, OverflowError) as exc:
+        raise ApiError(422, "InvalidDuration", str(exc), field) from None
+    if delta < timedelta(0) or delta > timedelta(days=365 * 100):
+        raise ApiError(422, "InvalidDuration", f"{field} must be between 0 and 100 years", field)
+    return delta
+
+
+def _check_selection(selection: DeadSelection) -> None:
+    if selection.all == (selection.ids is not None):
+        message = "give either `ids` or `all: true` (with `queue` or `task` to narrow it)"
+        raise ApiError(422, "ValidationError", message, "ids")
+
+
+def _job_or_404(job: Job | None, job_id: int) -> Job:
+    if job is None:
+        raise ApiError(404, JobNotFound.__name__, f"no job with id {job_id}", "job_id")
+    return job
+
+
+def _schedule_or_404(schedule: Schedule | None, name: str) -> Schedule:
+    if schedule is None:
+        raise ApiError(404, ScheduleNotFound.__name__, f"no schedule named {name!r}", "name")
+    return schedule
+
+
+def _queues(ctx: HttpContext) -> list[dict[str, Any]]:
+    settings = {q.name: q for q in ctx.app.store.queue_list()}
+    # A window of nothing: the counts now, without reading any finished job.
+    overview = ctx.app.store.overview(OverviewParams(window=0.0, sample=0))
+    counts = {q.queue: q for q in overview.queues}
+    rows = []
+    for name in sorted(settings.keys() | counts.keys()):
+        rows.append(_queue_row(name, settings.get(name), counts.get(name)))
+    return rows
+
+
+def _queue(ctx: HttpContext, name: str) -> dict[str, Any]:
+    return next(q for q in _queues(ctx) if q["name"] == name)
+
+
+def _queue_row(name: str, settings: Any, counts: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "paused": bool(settings and settings.paused),
+        "rate": settings.rate if settings else None,
+        "burst": settings.burst if settings else None,
+        "concurrency": settings.concurrency if settings else None,
+        "key_limits": [
+            {"pattern": k.pattern, "rate": k.rate, "burst": k.burst}
+            for k in (settings.key_limits if settings else ())
+        ],
+        "pending": counts.pending if counts else 0,
+        "due": counts.due if counts else 0,
+        "running": counts.running if counts else 0,
+        "dead": counts.dead if counts else 0,
+        "oldest_due_age": counts.oldest_due_age if counts else 0.0,
+    }
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def install_error_handlers(server: FastAPI) -> None:
+    server.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    server.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    server.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    server.add_exception_handler(ChronoqError, _chronoq_error)  # type: ignore[arg-type]
+
+
+def error_response(status: int, kind: str, message: str, field: str | None) -> JSONResponse:
+    body = {"error": {"type": kind, "message": message, "field": field}}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return error_response(exc.status, exc.kind, exc.message, exc.field)
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's validation errors, reduced to the first one, its field named as a path
+    (`jobs[2].at`); the body keeps the others too."""
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    field = _location(first.get("loc", ()))
+    kind = "MalformedJSON" if first.get("type") == "json_invalid" else "ValidationError"
+    message = f"{field}: {first.get('msg', 'invalid')}" if field else str(first.get("msg"))
+    response = error_response(422, kind, message, field)
+    return response
+
+
+_WHERE = frozenset({"body", "query", "path", "header"})
+# Names pydantic gives the members of a union (`float | str`): they are not fields.
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def _location(loc: Sequence[Any]) -> str | None:
+    parts = []
+    for part in loc:
+        if isinstance(part, str) and (not part.isidentifier() or part in _UNION_TAGS):
+            break
+        if part not in _WHERE:
+            parts.append(part)
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+    return error_response(exc.status_code, kind, str(exc.detail), None)
+
+
+def _chronoq_error(request: Request, exc: ChronoqError) -> JSONResponse:
+    """Errors the store or the app raised past every check: a conflict, a missing schedule,
+    a database that cannot be reached."""
+    if isinstance(exc, ScheduleNotFound):
+        return error_response(404, type(exc).__name__, str(exc), "name")
+    if isinstance(exc, KeyConflict):
+        return error_response(409, type(exc).__name__, str(exc), "key")
+    if isinstance(exc, StoreUnavailable):
+        return error_response(503, type(exc).__name__, str(exc), None)
+    if isinstance(exc, EnqueueError | ConfigError | InvalidDuration):
+        api = _input_error(exc, "")
+        return error_response(api.status, api.kind, api.message, api.field)
+    return error_response(500, type(exc).__name__, str(exc), None)

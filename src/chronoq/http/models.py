@@ -1,0 +1,189 @@
+"""The API's request and response bodies, which its OpenAPI document describes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from chronoq.core.jobs import JobStatus
+
+MAX_ID = 2**63 - 1
+MAX_BATCH = 10_000
+
+JobId = Annotated[int, Field(ge=1, le=MAX_ID)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused by name rather than ignored: a typo must not go unseen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobIn(Strict):
+    """One job to enqueue. Give `at` or `delay`, not both; neither means now."""
+
+    task: str = Field(description="The task's name.")
+    payload: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments.")
+    at: AwareDatetime | None = Field(default=None, description="When to run, with an offset.")
+    delay: Seconds | str | None = Field(
+        default=None, description='Seconds, or a duration such as "4h" or "1h30m".'
+    )
+    queue: str | None = None
+    key: str | None = Field(
+        default=None, description="Unique among live jobs: enqueuing it again returns that job."
+    )
+    priority: int | None = None
+    max_attempts: int | None = None
+    misfire: Literal["run_late", "skip"] | None = None
+    misfire_grace: Seconds | str | None = None
+    rate_key: str | None = None
+
+
+class BatchIn(Strict):
+    jobs: list[JobIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class EnqueuedOut(BaseModel):
+    id: int
+    created: bool = Field(description="False when a live job already held the key.")
+
+
+class BatchOut(BaseModel):
+    results: list[EnqueuedOut]
+
+
+class AttemptError(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    attempt: int | None = None
+    error: str | None = None
+    message: str | None = None
+    traceback: str | None = None
+    worker: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class JobOut(BaseModel):
+    id: int
+    queue: str
+    task: str
+    payload: Any
+    status: JobStatus
+    priority: int
+    run_at: str
+    attempts: int
+    max_attempts: int | None
+    lease_seconds: float
+    lease_token: int
+    locked_until: str | None
+    worker_id: str | None
+    key: str | None
+    errors: list[AttemptError]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    misfire: str
+    misfire_grace: float | None
+    rate_key: str | None
+    schedule: str | None
+    tick: str | None
+    ticks: int
+    fence_rejections: int
+
+
+class JobPage(BaseModel):
+    jobs: list[JobOut]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class DeadSelection(Strict):
+    """Which dead jobs: the `ids` given, or with `all` every dead job; `queue` and `task`
+    narrow either. One of `ids` and `all` is required, so an empty body touches nothing."""
+
+    ids: list[JobId] | None = Field(default=None, max_length=MAX_BATCH)
+    all: bool = False
+    queue: str | None = None
+    task: str | None = None
+
+
+class PurgeIn(DeadSelection):
+    older_than: Seconds | str = Field(
+        default=0, description='Only jobs dead for at least this long: seconds, or "7d".'
+    )
+
+
+class RequeueOut(BaseModel):
+    requeued: list[int]
+    key_conflicts: list[int] = Field(
+        description="Dead jobs left dead because a live job holds their key."
+    )
+
+
+class PurgeOut(BaseModel):
+    purged: int
+
+
+class ScheduleOut(BaseModel):
+    name: str
+    cadence: str
+    zone: str
+    task: str
+    payload: Any
+    queue: str
+    priority: int
+    misfire: str
+    misfire_grace: float
+    catch_up: int | None
+    jitter: float
+    paused: bool
+    origin: str
+    tick_cursor: str
+    next_tick: str | None
+    fired: int
+    late: int
+    skipped: int
+    coalesced: int
+    lateness_mean_seconds: float
+    lateness_max_seconds: float
+    last_fired: str | None
+
+
+class KeyLimitOut(BaseModel):
+    pattern: str
+    rate: float
+    burst: float
+
+
+class QueueOut(BaseModel):
+    name: str
+    paused: bool
+    rate: float | None
+    burst: float | None
+    concurrency: int | None
+    key_limits: list[KeyLimitOut]
+    pending: int
+    due: int
+    running: int
+    dead: int
+    oldest_due_age: float
+
+
+class StatOut(BaseModel):
+    queue: str
+    status: JobStatus
+    count: int
+
+
+class ErrorBody(BaseModel):
+    type: str = Field(description="The error's kind, e.g. UnknownTask or ValidationError.")
+    message: str
+    field: str | None = Field(description="The input at fault, when one is.")
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
