@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from chronoq.core.jobs import JobStatus
-from chronoq.storage.base import ChangeListener
+from chronoq.storage.base import ChangeListener, JobClaimParams, JobLeaseRef, JobRescueParams
 from chronoq.storage.sqlite.store import SqliteStore
 
 from .support import DEADLINE, Store, claim_one, get, insert, open_store, params, ref
@@ -95,3 +95,14 @@ def test_a_commit_in_this_process_is_announced_without_waiting_for_the_poll(
         assert not listener._local.is_set()
     finally:
         listener.close()
+
+
+def test_writes_that_change_nothing_wake_nobody(store: Store, listener: ChangeListener) -> None:
+    """An idle worker's empty claims, heartbeats of nothing and empty rescues are no news: if
+    they woke the listeners of the process, its idle workers would claim in a tight loop."""
+    store.job_claim_with_wakeup(JobClaimParams(["q"], 10, "w1"))
+    store.job_heartbeat_many([JobLeaseRef(12345, 1)])
+    store.job_rescue_expired(JobRescueParams())
+    assert listener.wait(0.1) is False
+    insert(store, params())
+    assert listener.wait(DEADLINE) is True

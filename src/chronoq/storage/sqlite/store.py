@@ -98,13 +98,18 @@ class SqliteStore:
         with self._lock:
             try:
                 self._db.execute(Q["begin_write"])
+                changes = self._db.total_changes
                 try:
                     yield self._db
                 except BaseException:
                     self._db.execute(Q["rollback"])
                     raise
                 self._db.execute(Q["commit"])
-                _LOCAL_COMMITS.announce(self.path)
+                # A write that changed no row (an empty claim, a heartbeat of nothing) is news
+                # to nobody: announcing it would wake this process's workers into another
+                # empty claim, which would announce itself again, round and round.
+                if self._db.total_changes != changes:
+                    _LOCAL_COMMITS.announce(self.path)
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
             except sqlite3.IntegrityError as exc:
