@@ -71,8 +71,9 @@ def test_job_counters_are_kept_apart_per_queue_and_task() -> None:
     metrics.enqueued("mail", "send", 3)
     metrics.claimed([job("mail", "send"), job("mail", "send"), job("web", "hook")])
     metrics.finished(job("mail", "send"), Outcome.DONE)
-    metrics.finished(job("mail", "send"), Outcome.RETRY)
-    metrics.finished(job("web", "hook"), Outcome.DEAD)
+    metrics.finished_many(
+        [(job("mail", "send"), Outcome.RETRY), (job("web", "hook"), Outcome.DEAD)]
+    )
     metrics.finished(job("web", "hook"), Outcome.CANCELLED)
     mail, web = {"queue": "mail", "task": "send"}, {"queue": "web", "task": "hook"}
     assert value(metrics, "chronoq_jobs_enqueued_total", **mail) == 3

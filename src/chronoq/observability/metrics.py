@@ -19,7 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, start_http_server
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from chronoq.storage.base import JobStore
 
 log = logging.getLogger("chronoq.metrics")
+_K = TypeVar("_K")
 
 # Due→start and handler seconds: from a worker keeping up (a few ms) to a backlog or a long job.
 DURATION_BUCKETS = (
@@ -192,8 +193,9 @@ class Metrics:
     def claimed(self, jobs: Sequence[Job]) -> None:
         """Count claimed jobs and observe how late each started (both instants are the
         database's, so worker clock skew does not enter)."""
+        for (queue, task), count in _grouped((job.queue, job.task) for job in jobs).items():
+            self.job_counters(queue, task).claimed.inc(count)
         for job in jobs:
-            self.job_counters(job.queue, job.task).claimed.inc()
             if job.started_at is not None:
                 late = (job.started_at - job.run_at).total_seconds()
                 self.queue_timers(job.queue).lateness.observe(max(0.0, late))
@@ -204,6 +206,12 @@ class Metrics:
     def finished(self, job: Job, outcome: Outcome) -> None:
         """An attempt's end, as the store accepted it."""
         self.job_counters(job.queue, job.task).finished[outcome].inc()
+
+    def finished_many(self, ends: Iterable[tuple[Job, Outcome]]) -> None:
+        """The ends of a batch of attempts the store accepted, one increment per kind."""
+        grouped = _grouped((job.queue, job.task, outcome) for job, outcome in ends)
+        for (queue, task, outcome), count in grouped.items():
+            self.job_counters(queue, task).finished[outcome].inc(count)
 
     def fenced(self, kind: str) -> None:
         """A write named a stale lease token: `finish` (a result, or complete_in) or
@@ -314,6 +322,15 @@ class StoreCollector:
                 exc_info=None if isinstance(exc, StoreError) else exc,
                 extra={"action": "metrics.store_down"},
             )
+
+
+def _grouped(keys: Iterable[_K]) -> dict[_K, int]:
+    """How many times each key occurs: a batch then costs one increment per kind of job (an
+    increment takes a lock), not one per job."""
+    counts: dict[_K, int] = defaultdict(int)
+    for key in keys:
+        counts[key] += 1
+    return counts
 
 
 def _up(value: int) -> GaugeMetricFamily:

@@ -670,6 +670,9 @@ class Worker:
                 await asyncio.sleep(pause)
         for result in batch:
             self._record(result, result.params.id in accepted)
+        if self.metrics is not None:
+            ends = ((r.job, r.params.outcome) for r in batch if r.params.id in accepted)
+            self.metrics.finished_many(ends)
         if self._waiting_for_slot or self.options.burst:
             # Reported results may free room under the cap; a burst may now be over.
             self._rt.wake.set()
@@ -695,8 +698,6 @@ class Worker:
             counter = {"done": "done", "retry": "retried", "dead": "dead", "cancelled": "cancelled"}
             name = counter[str(outcome)]
             setattr(self.stats, name, getattr(self.stats, name) + 1)
-            if self.metrics is not None:
-                self.metrics.finished(job, outcome)
             self._log_finished(job, outcome, duration, result.params)
         self.signals.finished(job, outcome, accepted)
 
