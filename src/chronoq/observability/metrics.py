@@ -102,14 +102,18 @@ class Metrics:
             return Counter(f"chronoq_jobs_{name}", text, JOB_LABELS, registry=self.registry)
 
         self.jobs_enqueued = counter("enqueued", "Jobs created by App.enqueue and its variants.")
-        self.jobs_claimed = counter("claimed", "Jobs claimed by this worker (attempts started).")
+        self.jobs_claimed = counter("claimed", "Attempts claimed by this process.")
         self.jobs_completed = counter("completed", "Attempts that ended done.")
         self.jobs_retried = counter("retried", "Attempts that failed and will run again.")
         self.jobs_dead = counter("dead", "Attempts that failed for the last time (job dead).")
         self.jobs_cancelled = counter("cancelled", "Attempts that discarded their job.")
         # Late "skip" jobs are ended by the claim statement, inside the database: no worker
         # ever holds one, so this stays 0 in workers. chronoq_queue_finished_recent counts them.
-        self.jobs_skipped = counter("skipped", "Jobs a worker ended skipped (see docs).")
+        self.jobs_skipped = counter(
+            "skipped",
+            "Jobs a worker ended skipped: 0, the claim skips them in the database (see "
+            "chronoq_queue_finished_recent).",
+        )
         self.job_lateness = self._histogram(
             "chronoq_job_lateness_seconds", "Due to start: started_at - run_at, database clock."
         )
