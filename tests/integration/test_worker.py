@@ -255,6 +255,35 @@ def test_stale_worker_cannot_complete_a_job_claimed_again(app: chronoq.App) -> N
     assert job is not None and (job.status, job.lease_token) == (JobStatus.DONE, 2)
 
 
+def test_a_stale_attempt_ending_leaves_the_newer_attempt_held(app: chronoq.App) -> None:
+    """The worker claims its own lost job again while the stale attempt still runs; when the
+    stale one ends, the newer attempt is still this worker's to heartbeat and report."""
+    gates = {1: threading.Event(), 2: threading.Event()}
+
+    @app.task(lease=0.3)
+    def stalls(ctx: chronoq.JobContext) -> None:
+        gates[ctx.attempt].wait(30)
+
+    job_id = stalls.defer().id
+    options = chronoq.WorkerOptions(poll_interval=0.1, rescue_interval=0.1)
+    with running_worker(app, options) as (worker, signals):
+        signals.wait_for(lambda: len(signals.claims) == 1)
+        future = app.store.db_now() + timedelta(seconds=1)
+        assert app.store.job_rescue_expired(JobRescueParams(now=future)).requeued == [job_id]
+        signals.wait_for(lambda: len(signals.claims) == 2)
+        gates[1].set()
+        signals.wait_for(lambda: len(signals.finishes) == 1)
+        [(stale, _, accepted)] = signals.finishes
+        assert (stale.lease_token, accepted) == (1, False)
+        held = worker._owned.get(job_id)
+        assert held is not None and held.job.lease_token == 2
+        gates[2].set()
+        signals.wait_for(lambda: len(signals.finishes) == 2)
+    assert signals.finishes[1][0].lease_token == 2 and signals.finishes[1][2]
+    job = app.get_job(job_id)
+    assert job is not None and (job.status, job.attempts) == (JobStatus.DONE, 2)
+
+
 def test_transactional_completion_commits_with_the_handlers_writes(dsn: str) -> None:
     effects_table_sql = "CREATE TABLE IF NOT EXISTS effects (job_id bigint, token bigint)"
     with chronoq.App(dsn) as app:

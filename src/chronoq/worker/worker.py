@@ -529,7 +529,7 @@ class Worker:
         if running.stuck and params is not None:
             self._retire(running, params)
         elif params is None:
-            self._owned.pop(job.id, None)
+            self._disown(job)
             self._ledger.ended((job,))
             self.stats.done += 1
             self.signals.finished(job, Outcome.DONE, True)
@@ -677,9 +677,18 @@ class Worker:
             # Reported results may free room under the cap; a burst may now be over.
             self._rt.wake.set()
 
+    def _disown(self, job: Job) -> _Running | None:
+        """Forget the attempt `job` stands for. A stale attempt that ends after this worker
+        claimed its job again must not take the newer attempt's entry with it: that one would
+        no longer be heartbeated, and would lose its lease too."""
+        running = self._owned.get(job.id)
+        if running is None or running.job.lease_token != job.lease_token:
+            return None
+        return self._owned.pop(job.id)
+
     def _record(self, result: _Result, accepted: bool) -> None:
         job, outcome = result.job, result.params.outcome
-        running = self._owned.pop(job.id, None)
+        running = self._disown(job)
         self._ledger.ended((job,))
         duration = time.monotonic() - running.started if running else 0.0
         if not accepted:
