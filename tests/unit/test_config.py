@@ -69,7 +69,7 @@ def test_overrides_beat_the_environment() -> None:
         ("pool_sise", "did you mean 'pool_size'?"),
         ("dns", "did you mean 'dsn'?"),
         ("default_lease_seconds", "did you mean 'default_lease'?"),
-        ("zzz", "known settings: connect_timeout, default_lease"),
+        ("zzz", "known settings: admin_tokens, connect_timeout, default_lease"),
     ],
 )
 def test_unknown_setting_gets_a_suggestion(name: str, suggestion: str) -> None:

@@ -162,6 +162,8 @@ def _detail_rows(job: Job) -> Iterable[tuple[str, str | Text]]:
         "lease",
         f"{job.lease_seconds:g}s, token {job.lease_token}, until " + format_time(job.locked_until),
     )
+    if job.fence_rejections:
+        yield "refused writes", f"{job.fence_rejections} (stale lease tokens: a worker lost it)"
 
 
 def stats_json(stats: Iterable[Stat]) -> dict[str, Any]:
