@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -33,22 +34,34 @@ CHECKS = [
 ]
 
 
-# The schema is read from the server at import; the App opens its store (a SQLite file in a
-# folder of this module's own) only when the first example reaches it, and keeps it for every
-# example: what one example stored is data for the next.
+# The schema is read from the server at import. The server's context then gets, for each store
+# in turn, an App whose store is opened when the first example reaches it and kept for every
+# example of the store: what one example stored is data for the next.
 _FOLDER = Path(tempfile.mkdtemp(prefix="chronoq-fuzz-"))
-_APP = make_app(f"sqlite:///{_FOLDER / 'jobs.db'}")
-_SERVER = create_server(HttpContext(_APP, TokenTable(admin=(ADMIN,)), Metrics()))
-schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", _SERVER)
+_CONTEXT = HttpContext(
+    make_app(f"sqlite:///{_FOLDER / 'jobs.db'}"), TokenTable(admin=(ADMIN,)), Metrics()
+)
+schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_server(_CONTEXT))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _seeded_store() -> Iterator[None]:
-    _APP.sync()
-    _APP.enqueue("send_email", {"to": "a@example.com"}, key="seed")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"], autouse=True)
+def _store_under_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.param == "postgres":
+        dsn = str(request.getfixturevalue("pg_database"))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "TRUNCATE chronoq_jobs, chronoq_schedules, chronoq_queues RESTART IDENTITY"
+            )
+        _CONTEXT.app = make_app(dsn)
+    else:
+        _CONTEXT.app = make_app(f"sqlite:///{_FOLDER / 'jobs.db'}")
+    app = _CONTEXT.app
+    app.sync()
+    app.enqueue("send_email", {"to": "a@example.com"}, key="seed")
     yield
-    _APP.close()
-    shutil.rmtree(_FOLDER, ignore_errors=True)
+    app.close()
+    if request.param == "sqlite":
+        shutil.rmtree(_FOLDER, ignore_errors=True)
 
 
 @schema.parametrize()
