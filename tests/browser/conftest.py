@@ -31,7 +31,9 @@ class Live:
     signals: RecordingSignals
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running on the main
+# thread while it is open, and every later test that calls asyncio.run() would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     require_chromium()
     with sync_playwright() as playwright:
