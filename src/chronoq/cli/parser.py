@@ -245,13 +245,7 @@ def _add_worker(worker: ArgumentParser) -> None:
 
 def _add_observability(parser: ArgumentParser, port_note: str = "") -> None:
     """--log-level, --log-format and the metrics endpoint of the long-running commands."""
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    parser.add_argument(
-        "--log-format",
-        choices=("text", "json"),
-        default="text",
-        help="json: one object per line, with the job's fields (default text)",
-    )
+    _add_logging(parser)
     note = f"; {port_note}" if port_note else ""
     parser.add_argument(
         "--metrics-port",
@@ -296,12 +290,16 @@ def _add_serve(serve: ArgumentParser) -> None:
         action="store_true",
         help="send the dashboard's session cookie over HTTPS only (behind a TLS proxy)",
     )
-    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    serve.add_argument(
+    _add_logging(serve)
+
+
+def _add_logging(parser: ArgumentParser) -> None:
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument(
         "--log-format",
         choices=("text", "json"),
         default="text",
-        help="json: one object per line (default text)",
+        help="json: one object per line, with the job's fields (default text)",
     )
 
 

@@ -239,19 +239,19 @@ def _schedule_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> N
 
     @reader.get("/schedules/{name}", response_model=ScheduleOut, tags=["schedules"])
     def get_schedule(name: Name) -> dict[str, Any]:
-        schedule = ctx.app.store.schedule_get(_name("schedule", name) or name)
+        schedule = ctx.app.store.schedule_get(_named("schedule", name))
         return _schedule_or_404(schedule, name).to_json()
 
     @admin.post("/schedules/{name}/pause", response_model=ScheduleOut, tags=["schedules"])
     def pause_schedule(name: Name) -> dict[str, Any]:
         """Pause: its tick jobs not yet due are cancelled."""
-        schedule = ctx.app.store.schedule_pause(_name("schedule", name) or name, True)
+        schedule = ctx.app.store.schedule_pause(_named("schedule", name), True)
         return _schedule_or_404(schedule, name).to_json()
 
     @admin.post("/schedules/{name}/resume", response_model=ScheduleOut, tags=["schedules"])
     def resume_schedule(name: Name) -> dict[str, Any]:
         """Resume from now: ticks that fell in the pause are not missed ticks."""
-        schedule = ctx.app.store.schedule_pause(_name("schedule", name) or name, False)
+        schedule = ctx.app.store.schedule_pause(_named("schedule", name), False)
         return _schedule_or_404(schedule, name).to_json()
 
     @admin.post(
@@ -259,7 +259,7 @@ def _schedule_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> N
     )
     def trigger_schedule(name: Name) -> dict[str, Any]:
         """Enqueue the schedule's job now, outside its cadence; its cursor does not move."""
-        result = ctx.app.trigger_schedule(_name("schedule", name) or name)
+        result = ctx.app.trigger_schedule(_named("schedule", name))
         return {"id": result.id, "created": result.created}
 
 
@@ -271,12 +271,12 @@ def _queue_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None
 
     @admin.post("/queues/{name}/pause", response_model=QueueOut, tags=["queues"])
     def pause_queue(name: Name) -> dict[str, Any]:
-        ctx.app.store.queue_pause(_name("queue", name) or name, True)
+        ctx.app.store.queue_pause(_named("queue", name), True)
         return _queue(ctx, name)
 
     @admin.post("/queues/{name}/resume", response_model=QueueOut, tags=["queues"])
     def resume_queue(name: Name) -> dict[str, Any]:
-        ctx.app.store.queue_pause(_name("queue", name) or name, False)
+        ctx.app.store.queue_pause(_named("queue", name), False)
         return _queue(ctx, name)
 
 
@@ -374,6 +374,11 @@ def _name(kind: str, value: str | None) -> str | None:
         return check_name(kind, value)
     except ConfigError as exc:
         raise ApiError(422, "ValidationError", str(exc), kind) from None
+
+
+def _named(kind: str, value: str) -> str:
+    """A name in the path: never empty, so never None."""
+    return _name(kind, value) or value
 
 
 def _key(value: str | None) -> str | None:
