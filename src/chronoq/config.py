@@ -6,7 +6,7 @@ import difflib
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from chronoq.errors import ConfigError
@@ -26,10 +26,14 @@ class Config:
     default_lease: float = 60.0
     pool_size: int = 4
     connect_timeout: float = 10.0
+    # Secrets are left out of the repr, so a Config in a log line or a traceback shows none.
     # Bearer tokens of the HTTP API and dashboard, comma-separated: admin tokens may change
     # things, read tokens only look. None configured: `chronoq serve` binds to loopback only.
-    admin_tokens: str = ""
-    read_tokens: str = ""
+    admin_tokens: str = field(default="", repr=False)
+    read_tokens: str = field(default="", repr=False)
+    # Signs the dashboard's session cookies. Empty: a new key at each start of `chronoq serve`
+    # (a restart logs everyone out); set one shared key when several servers share the users.
+    session_secret: str = field(default="", repr=False)
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, /, **overrides: Any) -> Config:
@@ -40,16 +44,16 @@ class Config:
                 raise ConfigError(f"unknown setting {name!r}{_suggest(name, known)}")
         values: dict[str, Any] = {}
         env = os.environ if environ is None else environ
-        for field in fields(cls):
-            raw = env.get(f"CHRONOQ_{field.name.upper()}")
+        for setting in fields(cls):
+            raw = env.get(f"CHRONOQ_{setting.name.upper()}")
             if raw is not None and raw != "":
-                values[field.name] = _coerce(field.name, field.type, raw)
+                values[setting.name] = _coerce(setting.name, setting.type, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values).validated()
 
     def validated(self) -> Config:
-        for field in fields(self):
-            _check_type(field.name, str(field.type), getattr(self, field.name))
+        for setting in fields(self):
+            _check_type(setting.name, str(setting.type), getattr(self, setting.name))
         store_kind(self.dsn)
         _require(self.payload_limit > 0, "payload_limit", "must be a positive number of bytes")
         _require(bool(self.default_queue.strip()), "default_queue", "must not be empty")
@@ -57,6 +61,11 @@ class Config:
         _require(0 < self.default_lease < math.inf, "default_lease", "must be positive seconds")
         _require(self.pool_size >= 1, "pool_size", "must be at least 1")
         _require(0 < self.connect_timeout < math.inf, "connect_timeout", "must be positive seconds")
+        _require(
+            not self.session_secret or len(self.session_secret) >= 32,
+            "session_secret",
+            "must be at least 32 characters",
+        )
         return self
 
     def with_dsn(self, dsn: str | None) -> Config:

@@ -170,6 +170,22 @@ def test_logout_ends_the_session(client: TestClient, admin: str) -> None:
     assert client.get("/", follow_redirects=False).status_code == 303
 
 
+def test_servers_sharing_a_session_secret_share_their_sessions(app: chronoq.App) -> None:
+    """Several `chronoq serve` behind one address, with CHRONOQ_SESSION_SECRET set alike."""
+    tokens, secret = TokenTable(admin=(ADMIN,)), "shared-session-secret-0123456789abcdef"
+    servers = [
+        create_server(HttpContext(app, tokens, Metrics(), secret=key))
+        for key in (secret, secret, "another-session-secret-0123456789abcdef")
+    ]
+    with TestClient(servers[0]) as first:
+        login(first, ADMIN)
+        cookies = first.cookies
+    with TestClient(servers[1], cookies=cookies) as second:
+        assert second.get("/", follow_redirects=False).status_code == 200
+    with TestClient(servers[2], cookies=cookies) as stranger:
+        assert stranger.get("/", follow_redirects=False).status_code == 303
+
+
 def test_open_access_needs_no_login_and_says_so(app: chronoq.App) -> None:
     with client_for(app, TokenTable()) as client:
         for path in PAGES:

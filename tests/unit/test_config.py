@@ -150,3 +150,22 @@ def test_with_dsn() -> None:
     assert (other.dsn, other.pool_size) == ("postgresql://h/db", 2)
     with pytest.raises(InvalidDSN):
         config.with_dsn("nope://x")
+
+
+def test_secrets_come_from_the_environment_and_stay_out_of_the_repr() -> None:
+    env = {
+        "CHRONOQ_ADMIN_TOKENS": "admin-token-0123456789,second-admin-token-0123",
+        "CHRONOQ_READ_TOKENS": "read-token-0123456789",
+        "CHRONOQ_SESSION_SECRET": "s" * 32,
+    }
+    config = Config.load(env)
+    assert config.admin_tokens == "admin-token-0123456789,second-admin-token-0123"
+    assert config.session_secret == "s" * 32
+    shown = repr(config)
+    for secret in ("admin-token", "read-token", "s" * 32):
+        assert secret not in shown
+
+
+def test_a_short_session_secret_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"session_secret.*at least 32 characters"):
+        Config.load({"CHRONOQ_SESSION_SECRET": "short"})

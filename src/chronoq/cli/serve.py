@@ -34,7 +34,10 @@ def serve(run: Invocation) -> int:
     metrics = Metrics()
     app.metrics = metrics
     metrics.watch_store(lambda: app.store)
-    server = create_server(HttpContext(app, tokens, metrics), https_only=args.secure_cookies)
+    context = HttpContext(app, tokens, metrics)
+    if app.config.session_secret:
+        context.secret = app.config.session_secret
+    server = create_server(context, https_only=args.secure_cookies)
     if tokens.open:
         log.warning(
             "no API token configured: open access for anyone on this machine, listening on "
