@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import (
+    LATENESS_BOUNDS,
     DeadPurgeParams,
     DeadRequeueParams,
     JobLeaseRef,
@@ -81,7 +82,7 @@ def test_overview_of_an_empty_store(store: Store) -> None:
     before = store.db_now()
     overview = store.overview(OverviewParams())
     assert before <= overview.db_now <= store.db_now()
-    assert (overview.queues, overview.finished, overview.lateness) == ([], [], {})
+    assert (overview.queues, overview.finished) == ([], [])
 
 
 def test_overview_counts_each_queue_now(store: Store) -> None:
@@ -105,29 +106,46 @@ def test_overview_ages_the_oldest_due_job(store: Store) -> None:
     assert 90 <= queue.oldest_due_age < 90 + 30
 
 
-def test_overview_buckets_finished_jobs_and_samples_lateness(store: Store) -> None:
+def test_overview_buckets_finished_jobs_and_counts_their_lateness(store: Store) -> None:
     now = store.db_now()
     insert(store, *[params(run_at=now - timedelta(seconds=2)) for _ in range(3)])
     insert(store, params("other"))
     jobs = claim(store, limit=3)
     for job, outcome in zip(jobs, [Outcome.DONE, Outcome.DONE, Outcome.DEAD], strict=True):
         assert finish(store, job, outcome)
-    overview = store.overview(OverviewParams(window=60, bucket=10, sample=1))
-    counts = {(b.queue, b.status): 0 for b in overview.finished}
+    overview = store.overview(OverviewParams(window=60, bucket=10))
+    counts: dict[tuple[str, JobStatus], int] = {}
+    lateness = [0] * (len(LATENESS_BOUNDS) + 1)
     for bucket in overview.finished:
-        counts[(bucket.queue, bucket.status)] += bucket.count
+        key = (bucket.queue, bucket.status)
+        counts[key] = counts.get(key, 0) + bucket.count
         assert bucket.start <= overview.db_now
         assert bucket.start.tzinfo is not None
         assert bucket.start.timestamp() % 10 == 0
+        assert len(bucket.lateness) == (len(lateness) if bucket.status == JobStatus.DONE else 0)
+        lateness = [
+            a + b for a, b in zip(lateness, bucket.lateness or [0] * len(lateness), strict=True)
+        ]
     assert counts == {("q", JobStatus.DONE): 2, ("q", JobStatus.DEAD): 1}
-    # One sample per queue was asked for: the newest done job's lateness, about 2 s.
-    assert list(overview.lateness) == ["q"]
-    [lateness] = overview.lateness["q"]
-    assert 2 <= lateness < 2 + 30
+    # Both done jobs started about 2 s late: the bucket below 2.5 s (at or above 1 s).
+    two_seconds = LATENESS_BOUNDS.index(2.5)
+    assert lateness[two_seconds] == 2 and sum(lateness) == 2
 
 
-def test_overview_window_leaves_older_jobs_out(store: Store) -> None:
+def test_overview_since_reads_only_the_newest_buckets(store: Store) -> None:
+    insert(store, params(), params())
+    for job in claim(store, limit=2):
+        assert finish(store, job, Outcome.DONE)
+    whole = store.overview(OverviewParams(window=60, bucket=10))
+    assert sum(b.count for b in whole.finished) == 2
+    later = whole.db_now + timedelta(seconds=30)
+    assert store.overview(OverviewParams(window=60, bucket=10, since=later)).finished == []
+    again = store.overview(OverviewParams(window=60, bucket=10, since=whole.finished[0].start))
+    assert again.finished == whole.finished
+
+
+def test_overview_without_a_window_reads_no_finished_job(store: Store) -> None:
     insert(store, params())
     assert finish(store, claim_one(store), Outcome.DONE)
     assert store.overview(OverviewParams(window=60)).finished
-    assert store.overview(OverviewParams(window=0.000001)).finished == []
+    assert store.overview(OverviewParams(window=0)).finished == []

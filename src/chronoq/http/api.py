@@ -58,6 +58,7 @@ from chronoq.http.models import (
     StatOut,
 )
 from chronoq.http.views import read_overview
+from chronoq.observability.recent import RecentFinished
 from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams, OverviewParams
 
 MAX_PAGE = 1000
@@ -187,7 +188,10 @@ def _job_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
         and a lateness histogram over the last `window` seconds."""
         if window / bucket > 1000:
             raise ApiError(422, "ValidationError", "window / bucket must be at most 1000", "bucket")
-        return read_overview(ctx.app.store, window=window, bucket=bucket)
+        shared = ctx.recent
+        if (window, bucket) != (shared.window, shared.bucket):
+            shared = RecentFinished(window, bucket)  # read whole: only the default is kept
+        return read_overview(shared, ctx.app.store)
 
 
 def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
@@ -426,7 +430,7 @@ def _schedule_or_404(schedule: Schedule | None, name: str) -> Schedule:
 def _queues(ctx: HttpContext) -> list[dict[str, Any]]:
     settings = {q.name: q for q in ctx.app.store.queue_list()}
     # A window of nothing: the counts now, without reading any finished job.
-    overview = ctx.app.store.overview(OverviewParams(window=0.0, sample=0))
+    overview = ctx.app.store.overview(OverviewParams(window=0.0))
     counts = {q.queue: q for q in overview.queues}
     rows = []
     for name in sorted(settings.keys() | counts.keys()):

@@ -382,13 +382,15 @@ class Dashboard:
         viewer = self.reader(request)
         if isinstance(viewer, Response):
             return viewer
-        data = read_overview(self.ctx.app.store)
+        data = read_overview(self.ctx.recent, self.ctx.app.store)
         return self.render(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
 
     def overview_json(self, request: Request) -> Response:
         if self.viewer(request).scope is None:
             return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
-        return JSONResponse(read_overview(self.ctx.app.store), headers=JSON_HEADERS)
+        return JSONResponse(
+            read_overview(self.ctx.recent, self.ctx.app.store), headers=JSON_HEADERS
+        )
 
     def queue_pause(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
         return self._queue_paused(request, csrf, name, paused=True)

@@ -8,31 +8,43 @@ from datetime import timedelta
 from typing import Any
 
 from chronoq.core.jobs import JobStatus
+from chronoq.observability.recent import RecentFinished
 from chronoq.storage.base import (
+    LATENESS_BOUNDS,
     FinishedBucket,
     JobStore,
     Overview,
-    OverviewParams,
     QueueSettings,
 )
 
 RATE_WINDOW = 60.0  # seconds of finished jobs behind the per-minute rates
-LATENESS_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile by linear interpolation between the closest ranks (None: no values)."""
-    if not values:
+def histogram_quantile(counts: Sequence[int], q: float) -> float | None:
+    """The q-quantile of lateness counts per `LATENESS_BOUNDS` bucket (and one past the last),
+    interpolated linearly inside its bucket as Prometheus' histogram_quantile does; a quantile
+    in the last bucket is reported as the last bound. None: no jobs."""
+    total = sum(counts)
+    if not total:
         return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    rank, seen = q * total, 0
+    for index, count in enumerate(counts):
+        if count and seen + count >= rank:
+            if index >= len(LATENESS_BOUNDS):
+                return LATENESS_BOUNDS[-1]
+            low = LATENESS_BOUNDS[index - 1] if index else 0.0
+            return low + (LATENESS_BOUNDS[index] - low) * (rank - seen) / count
+        seen += count
+    return LATENESS_BOUNDS[-1]
 
 
-def read_overview(store: JobStore, window: float = 300.0, bucket: float = 10.0) -> dict[str, Any]:
-    overview = store.overview(OverviewParams(window=window, bucket=bucket))
-    return summarize(overview, store.queue_list(), window=window, bucket=bucket)
+def read_overview(
+    recent: RecentFinished, store: JobStore, settings: Sequence[QueueSettings] | None = None
+) -> dict[str, Any]:
+    """The dashboard's figures, read through `recent`: only the newest buckets are read again."""
+    overview = recent.read(store)
+    queues = store.queue_list() if settings is None else settings
+    return summarize(overview, queues, window=recent.window, bucket=recent.bucket)
 
 
 def summarize(
@@ -46,8 +58,9 @@ def summarize(
     queues = []
     for name in names:
         row = counts.get(name)
-        recent = [b for b in overview.finished if b.queue == name and b.start >= recent_from]
-        samples = overview.lateness.get(name, [])
+        mine = [b for b in overview.finished if b.queue == name]
+        recent = [b for b in mine if b.start >= recent_from]
+        lateness = _lateness_counts(mine)
         queues.append(
             {
                 "queue": name,
@@ -59,8 +72,8 @@ def summarize(
                 "oldest_due_age": row.oldest_due_age if row else 0.0,
                 "done_per_minute": _per_minute(recent, JobStatus.DONE),
                 "dead_per_minute": _per_minute(recent, JobStatus.DEAD),
-                "lateness_p50": quantile(samples, 0.5),
-                "lateness_p99": quantile(samples, 0.99),
+                "lateness_p50": histogram_quantile(lateness, 0.5),
+                "lateness_p99": histogram_quantile(lateness, 0.99),
             }
         )
     return {
@@ -69,11 +82,21 @@ def summarize(
         "bucket": bucket,
         "queues": queues,
         "throughput": _throughput(overview, window, bucket),
-        "lateness_histogram": _histogram([v for vs in overview.lateness.values() for v in vs]),
+        "lateness_histogram": _histogram(_lateness_counts(overview.finished)),
     }
 
 
+def _lateness_counts(buckets: Sequence[FinishedBucket]) -> list[int]:
+    counts = [0] * (len(LATENESS_BOUNDS) + 1)
+    for bucket in buckets:
+        for index, count in enumerate(bucket.lateness):
+            counts[index] += count
+    return counts
+
+
 def _per_minute(buckets: Sequence[FinishedBucket], status: JobStatus) -> float:
+    """Jobs per minute over the buckets that began in the last minute (they may cover up to
+    one bucket less: the current one is still filling)."""
     return sum(b.count for b in buckets if b.status == status) * 60.0 / RATE_WINDOW
 
 
@@ -93,11 +116,7 @@ def _throughput(overview: Overview, window: float, bucket: float) -> list[dict[s
     return list(points.values())
 
 
-def _histogram(values: Sequence[float]) -> list[dict[str, Any]]:
-    """Counts per lateness bucket (upper bound `le` in seconds; None: beyond the last)."""
-    counts = [0] * (len(LATENESS_BOUNDS) + 1)
-    for value in values:
-        index = next((i for i, bound in enumerate(LATENESS_BOUNDS) if value <= bound), None)
-        counts[len(LATENESS_BOUNDS) if index is None else index] += 1
+def _histogram(counts: Sequence[int]) -> list[dict[str, Any]]:
+    """Done jobs per lateness bucket (`le`: its upper bound in seconds; None: past the last)."""
     bounds: list[float | None] = [*LATENESS_BOUNDS, None]
     return [{"le": le, "count": c} for le, c in zip(bounds, counts, strict=True)]

@@ -27,7 +27,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ConfigError, StoreError
-from chronoq.storage.base import Overview, OverviewParams, ScheduleAdvance
+from chronoq.observability.recent import RecentFinished
+from chronoq.storage.base import Overview, ScheduleAdvance
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -290,6 +291,7 @@ class StoreCollector:
     def __init__(self, store: Callable[[], JobStore], window: float = STORE_WINDOW) -> None:
         self._store = store
         self._window = window
+        self._recent = RecentFinished(window, window / 6)
         self._lock = threading.Lock()
         self._failing = False
 
@@ -303,9 +305,8 @@ class StoreCollector:
         return [*_store_families(overview, self._window), _up(1)]
 
     def _read(self) -> Overview | None:
-        params = OverviewParams(window=self._window, bucket=self._window / 6, sample=0)
         try:
-            overview = self._store().overview(params)
+            overview = self._recent.read(self._store())
         except Exception as exc:  # a scrape must not fail; the gauge says the store did
             self._failed(exc)
             return None
@@ -356,7 +357,8 @@ def _store_families(overview: Overview | None, window: float) -> Iterator[Metric
     )
     recent = GaugeMetricFamily(
         "chronoq_queue_finished_recent",
-        f"Jobs that ended in the last {window:g}s, by final status.",
+        f"Jobs that ended in the last {window:g}s (counted in {window / 6:g}s buckets, so up "
+        f"to {window * 7 / 6:g}s), by final status.",
         labels=("queue", "status"),
     )
     if overview is not None:

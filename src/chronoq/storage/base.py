@@ -147,14 +147,21 @@ class JobPruneParams:
     limit: int = 10_000
 
 
+# Upper bounds (seconds) of the due→start lateness buckets the overview counts done jobs in;
+# a last bucket holds what is later than the last bound.
+LATENESS_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
 @dataclass(frozen=True, slots=True)
 class OverviewParams:
-    """What the dashboard and the metrics read: the last `window` seconds of finished jobs, in
-    buckets of `bucket` seconds, and a lateness sample of at most `sample` jobs per queue."""
+    """What the dashboard and the metrics read: jobs finished in the last `window` seconds, in
+    buckets of `bucket` seconds aligned to the epoch (the window starts at a bucket's start).
+    `since` reads only the jobs finished from that instant on (a bucket's start), for a reader
+    that keeps the older buckets itself; `window=0` reads no finished job at all."""
 
     window: float = 300.0
     bucket: float = 10.0
-    sample: int = 2000
+    since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,23 +179,24 @@ class QueueCounts:
 
 @dataclass(frozen=True, slots=True)
 class FinishedBucket:
-    """Jobs of one queue that ended in one status within one bucket of the window."""
+    """Jobs of one queue that ended in one status within one bucket of the window. For done
+    jobs, `lateness` counts them by due→start lateness, one count per `LATENESS_BOUNDS`
+    bucket (a job in the bucket of the first bound it is below) and one for later jobs."""
 
     queue: str
     status: JobStatus
     start: datetime
     count: int
+    lateness: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Overview:
-    """Raw figures on the database clock; `lateness` maps a queue to the due→start seconds
-    of its most recently finished done jobs in the window, newest first."""
+    """Raw figures on the database clock."""
 
     db_now: datetime
     queues: list[QueueCounts]
     finished: list[FinishedBucket]
-    lateness: dict[str, list[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +377,7 @@ class JobStore(Protocol):
     def stats(self) -> list[Stat]: ...
 
     def overview(self, params: OverviewParams) -> Overview:
-        """Per-queue counts now, jobs finished in the window by bucket, lateness samples."""
+        """Per-queue counts now, and jobs finished in the window by bucket."""
         ...
 
     def job_prune(self, params: JobPruneParams) -> int:

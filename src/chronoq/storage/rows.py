@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,10 +12,12 @@ from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.storage.base import (
+    LATENESS_BOUNDS,
     FinishedBucket,
     JobInsertParams,
     LeaderTerm,
     Overview,
+    OverviewParams,
     QueueCounts,
     QueueSettings,
     ScheduleAdvance,
@@ -138,18 +141,35 @@ def rescue_result(rows: Iterable[Mapping[str, Any]]) -> RescueResult:
     return result
 
 
+def overview_since(db_now: datetime, params: OverviewParams) -> datetime | None:
+    """Where the overview's read of finished jobs starts: `since`, else the start of the bucket
+    the window begins in; None when there is no window to read."""
+    if params.since is not None:
+        return params.since
+    if params.window <= 0:
+        return None
+    start = (db_now - timedelta(seconds=params.window)).timestamp()
+    return datetime.fromtimestamp(math.floor(start / params.bucket) * params.bucket, UTC)
+
+
 def overview_from_rows(
     db_now: datetime,
     queues: Iterable[Mapping[str, Any]],
     finished: Iterable[Mapping[str, Any]],
-    lateness: Iterable[Mapping[str, Any]],
     to_time: Any = None,
 ) -> Overview:
-    """The rows of the three overview queries; `to_time` converts stored bucket starts."""
+    """The rows of the overview queries; `to_time` converts stored bucket starts. Finished
+    rows come one per (queue, status, bucket, lateness bucket) and are folded per bucket."""
     convert = to_time or _identity
-    samples: dict[str, list[float]] = {}
-    for row in lateness:
-        samples.setdefault(row["queue"], []).append(max(0.0, float(row["lateness"])))
+    folded: dict[tuple[str, str, Any], list[int]] = {}
+    for row in finished:
+        counts = folded.setdefault((row["queue"], row["status"], row["start"]), [0])
+        counts[0] += int(row["count"])
+        index = row["lateness_bucket"]
+        if index is not None:
+            if len(counts) == 1:
+                counts.extend([0] * (len(LATENESS_BOUNDS) + 1))
+            counts[1 + int(index)] += int(row["count"])
     return Overview(
         db_now=db_now,
         queues=[
@@ -163,13 +183,13 @@ def overview_from_rows(
             )
             for row in queues
         ],
-        finished=[
-            FinishedBucket(
-                row["queue"], JobStatus(row["status"]), convert(row["start"]), int(row["count"])
-            )
-            for row in finished
-        ],
-        lateness=samples,
+        finished=sorted(
+            (
+                FinishedBucket(queue, JobStatus(status), convert(start), c[0], tuple(c[1:]))
+                for (queue, status, start), c in folded.items()
+            ),
+            key=lambda b: (b.start, b.queue, b.status),
+        ),
     )
 
 

@@ -24,6 +24,7 @@ from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
+    LATENESS_BOUNDS,
     DeadPurgeParams,
     DeadRequeueParams,
     DeadRequeueResult,
@@ -55,6 +56,7 @@ from chronoq.storage.rows import (
     job_from_row,
     leader_term,
     overview_from_rows,
+    overview_since,
     queue_settings,
     record_args,
     rescue_result,
@@ -149,10 +151,7 @@ class PostgresStore:
 
     def db_now(self) -> datetime:
         with self._conn() as conn:
-            row = conn.execute(Q["db_now"]).fetchone()
-        assert row is not None
-        now: datetime = row["now"]
-        return now
+            return _db_now(conn)
 
     # -- enqueue --------------------------------------------------------------------------
 
@@ -356,13 +355,19 @@ class PostgresStore:
         return stats_from_rows(rows)
 
     def overview(self, params: OverviewParams) -> Overview:
-        window = {"window": params.window, "bucket": params.bucket, "sample": params.sample}
         with self._conn() as conn:
             queues = conn.execute(Q["overview_queues"]).fetchall()
-            finished = conn.execute(Q["overview_finished"], window).fetchall()
-            lateness = conn.execute(Q["overview_lateness"], window).fetchall()
-        db_now = queues[0]["db_now"] if queues else self.db_now()
-        return overview_from_rows(db_now, queues, finished, lateness)
+            db_now = queues[0]["db_now"] if queues else _db_now(conn)
+            since = overview_since(db_now, params)
+            finished = (
+                []
+                if since is None
+                else conn.execute(
+                    Q["overview_finished"],
+                    {"since": since, "bucket": params.bucket, "bounds": list(LATENESS_BOUNDS)},
+                ).fetchall()
+            )
+        return overview_from_rows(db_now, queues, finished)
 
     def job_prune(self, params: JobPruneParams) -> int:
         args = {"older_than": params.older_than.total_seconds(), "limit": params.limit}
@@ -482,6 +487,13 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _db_now(conn: psycopg.Connection[dict[str, Any]]) -> datetime:
+    row = conn.execute(Q["db_now"]).fetchone()
+    assert row is not None
+    now: datetime = row["now"]
+    return now
 
 
 def _count_fence_rejections(

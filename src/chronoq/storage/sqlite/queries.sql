@@ -356,21 +356,17 @@ FROM names LEFT JOIN counts AS c ON c.queue = names.name
 ORDER BY names.name
 
 -- name: overview_finished
-SELECT queue, status, (finished_at / :bucket) * :bucket AS start, count(*) AS count
+-- Per queue, status and bucket, and done jobs by lateness: the number of bounds at or below
+-- it, as PostgreSQL's width_bucket counts.
+SELECT queue, status, (finished_at / :bucket) * :bucket AS start,
+       CASE WHEN status = 'done' AND started_at IS NOT NULL
+            THEN (SELECT count(*) FROM json_each(:bounds)
+                  WHERE value <= (started_at - run_at) / 1000000.0)
+       END AS lateness_bucket,
+       count(*) AS count
 FROM chronoq_jobs
-WHERE finished_at >= :now - :window
-GROUP BY 1, 2, 3
-ORDER BY 3, 1, 2
-
--- name: overview_lateness
-SELECT queue, lateness FROM (
-    SELECT queue, (started_at - run_at) / 1000000.0 AS lateness,
-           row_number() OVER (PARTITION BY queue ORDER BY finished_at DESC) AS n
-    FROM chronoq_jobs
-    WHERE finished_at >= :now - :window AND status = 'done' AND started_at IS NOT NULL
-) AS recent
-WHERE n <= :sample
-ORDER BY queue, n
+WHERE finished_at >= :since
+GROUP BY 1, 2, 3, 4
 
 -- name: job_prune
 DELETE FROM chronoq_jobs

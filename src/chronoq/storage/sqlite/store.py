@@ -24,6 +24,7 @@ from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
+    LATENESS_BOUNDS,
     DeadPurgeParams,
     DeadRequeueParams,
     DeadRequeueResult,
@@ -53,6 +54,7 @@ from chronoq.storage.rows import (
     leader_term,
     micros_to_datetime,
     overview_from_rows,
+    overview_since,
     queue_settings,
     record_args,
     rescue_result,
@@ -349,19 +351,18 @@ class SqliteStore:
 
     def overview(self, params: OverviewParams) -> Overview:
         now = now_micros()
-        window = int(params.window * 1_000_000)
-        bucket = max(1, int(params.bucket * 1_000_000))
-        with self._read() as db:
-            queues = db.execute(Q["overview_queues"], {"now": now}).fetchall()
-            finished = db.execute(
-                Q["overview_finished"], {"now": now, "window": window, "bucket": bucket}
-            ).fetchall()
-            lateness = db.execute(
-                Q["overview_lateness"], {"now": now, "window": window, "sample": params.sample}
-            ).fetchall()
         db_now = micros_to_datetime(now)
         assert db_now is not None
-        return overview_from_rows(db_now, queues, finished, lateness, micros_to_datetime)
+        since = overview_since(db_now, params)
+        args = {
+            "since": None if since is None else datetime_to_micros(since),
+            "bucket": max(1, int(params.bucket * 1_000_000)),
+            "bounds": json.dumps(LATENESS_BOUNDS),
+        }
+        with self._read() as db:
+            queues = db.execute(Q["overview_queues"], {"now": now}).fetchall()
+            finished = [] if since is None else db.execute(Q["overview_finished"], args).fetchall()
+        return overview_from_rows(db_now, queues, finished, micros_to_datetime)
 
     def job_prune(self, params: JobPruneParams) -> int:
         args = {
