@@ -91,6 +91,9 @@ def _done(dsn: str) -> int:
 
 def test_a_concurrency_limit_holds_across_workers(dsn: str, app: chronoq.App) -> None:
     app.limit("mail", concurrency=2)
+    # Stored before either worker starts: `other` declares no limit, so it would not store it
+    # itself, and could claim freely before the first worker's start-up stored it.
+    app.sync_limits()
     ids = [r.id for r in app.enqueue_many(chronoq.JobSpec("send") for _ in range(30))]
     options = chronoq.WorkerOptions(queues=["mail"], concurrency=10)
     other = chronoq.App(dsn)
