@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 
 import chronoq
-from tests.chaos.checker import POISON, Fault, Findings, check
+from tests.chaos.checker import KS_ALPHA, POISON, Fault, Findings, check
 from tests.chaos.cluster import PrivateCluster
 from tests.chaos.workload import LEASE
 from tests.helpers import wait_until
@@ -61,6 +61,7 @@ class Scenario:
     # children are the ones killed.
     supervised: bool = False
     poison: int = 0  # jobs whose handler kills its process: they must end dead, at 3 attempts
+    ks_alpha: float = KS_ALPHA  # significance of the retry-delay uniformity test
 
     def describe(self) -> str:
         parts = [", ".join(self.faults) or "none"]
@@ -293,7 +294,7 @@ class Run:
                     process.kill()
                     process.wait()
         histories = sorted(self.work.glob(f"history-{self.database}.jsonl"))
-        findings = check(self.dsn, histories, self.faults, enqueued)
+        findings = check(self.dsn, histories, self.faults, enqueued, self.scenario.ks_alpha)
         injected: dict[str, int] = {}
         for fault in self.faults:
             injected[fault.kind] = injected.get(fault.kind, 0) + 1
