@@ -7,6 +7,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+# The largest job id a store can hold: both stores use signed 64-bit integers, and the drivers
+# refuse to send larger ones.
+MAX_ID = 2**63 - 1
+
 
 class JobStatus(enum.StrEnum):
     """The job state machine (see docs/architecture.md)."""
