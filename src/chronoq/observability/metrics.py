@@ -3,6 +3,7 @@
 ```python
 metrics = Metrics()                 # a registry of its own, not prometheus_client's global one
 app.metrics = metrics               # enqueues, workers and schedulers of this app count on it
+                                    # (an observer of their events: chronoq.observability.events)
 metrics.watch_store(lambda: app.store)   # queue depths read at scrape time (the scheduler's)
 metrics.serve(9464)                 # /metrics in a thread; or metrics.render() in your server
 ```
@@ -19,7 +20,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, start_http_server
@@ -27,6 +28,18 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ConfigError, StoreError
+from chronoq.observability.events import (
+    AttemptsEnded,
+    HandlerReturned,
+    JobsClaimed,
+    JobsEnqueued,
+    LeaderChanged,
+    LeaseLost,
+    LeasesRescued,
+    Subscription,
+    TicksFired,
+    WriteFenced,
+)
 from chronoq.observability.recent import RecentFinished
 from chronoq.storage.base import Overview, ScheduleAdvance
 
@@ -97,6 +110,9 @@ class Metrics:
         self._expired = {source: self.lease_expiries.labels(source) for source in LEASE_SOURCES}
         self._server: WSGIServer | None = None
         self._server_thread: threading.Thread | None = None
+        # Attempts (id, token) whose lost lease a refused heartbeat counted: their refused
+        # result then does not count it again.
+        self._lost_counted: set[tuple[int, int]] = set()
 
     def _declare_job_metrics(self) -> None:
         def counter(name: str, text: str) -> Counter:
@@ -162,6 +178,49 @@ class Metrics:
             schedule,
             registry=r,
         )
+
+    # -- as an observer -------------------------------------------------------------------
+
+    def subscriptions(self) -> Iterable[Subscription[Any]]:
+        """What the metrics count of the events of a worker, a scheduler or an app."""
+        return (
+            Subscription(JobsEnqueued, lambda e: self.enqueued(e.queue, e.task, e.count)),
+            Subscription(JobsClaimed, lambda e: self.claimed(e.jobs)),
+            Subscription(HandlerReturned, lambda e: self.ran(e.job.queue, e.seconds)),
+            Subscription(AttemptsEnded, self._attempts_ended),
+            Subscription(LeaseLost, self._lease_lost),
+            Subscription(WriteFenced, lambda e: self.fenced(e.kind)),
+            Subscription(
+                LeasesRescued,
+                lambda e: self.lease_expired("rescuer", len(e.requeued) + len(e.dead)),
+            ),
+            Subscription(
+                LeaderChanged, lambda e: self.leader_changed(e.duty, leading=e.term is not None)
+            ),
+            Subscription(TicksFired, lambda e: self.schedule_advanced(e.schedule, e.advance)),
+        )
+
+    def _attempts_ended(self, event: AttemptsEnded) -> None:
+        self.finished_many((e.job, e.outcome) for e in event.ends if e.accepted)
+        for end in event.ends:
+            if not end.accepted:
+                self._count_lost(end.job, "finish")
+
+    def _lease_lost(self, event: LeaseLost) -> None:
+        self._count_lost(event.job, "heartbeat")
+
+    def _count_lost(self, job: Job, kind: str) -> None:
+        """A write of a worker was refused: count it, and the lost lease once per attempt (a
+        refused heartbeat comes first; the refused result of the same attempt follows)."""
+        self.fenced(kind)
+        attempt = (job.id, job.lease_token)
+        if kind == "heartbeat":
+            self._lost_counted.add(attempt)
+            self.lease_expired("worker")
+        elif attempt in self._lost_counted:
+            self._lost_counted.discard(attempt)
+        else:
+            self.lease_expired("worker")
 
     # -- per job (the worker's and the enqueue API's hot paths) ----------------------------
 

@@ -1,0 +1,264 @@
+"""Lifecycle events, and the one list of observers they go to.
+
+The worker, the scheduler and the enqueue API say what happened once, as an event; metrics,
+log lines, test signals, the worker's stats and the supervisor's ledger are observers of it.
+
+```
+  worker ─┐                                ┌─► Metrics          (Prometheus counters)
+  scheduler ─┼─► Observers.emit(event) ─────┼─► EventLog         (one log line per event)
+  App.enqueue ┘   one call per event;       ├─► WorkerStats      (the counts `run` returns)
+                  each observer gets only   ├─► JobLedger        (the supervisor's pipe)
+                  the kinds it subscribed   └─► your own (tests: chronoq.testing)
+```
+
+An observer is any object with a `subscriptions()` method that returns `Subscription`s, one per
+kind of event it wants. Events are emitted on the thread that saw them happen (the worker's
+event loop, mostly): an observer must be quick and must not block. An observer that raises
+stops the loop that emitted the event, loudly, as any other bug in the worker would: a worker
+whose bookkeeping is broken must not go on claiming jobs.
+
+A new kind of event is one more dataclass here and one more `Subscription` in the observers
+that care; the engine's code only ever calls `emit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from chronoq.core.jobs import Job, Outcome
+
+if TYPE_CHECKING:
+    from chronoq.storage.base import LeaderTerm, ScheduleAdvance
+
+
+class Event:
+    """Base of every lifecycle event (frozen, slotted dataclasses below)."""
+
+    __slots__ = ()
+
+
+E = TypeVar("E", bound=Event)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription(Generic[E]):
+    """`handler` is called with every event of type `kind` (exactly that type)."""
+
+    kind: type[E]
+    handler: Callable[[E], None]
+
+
+class Observer(Protocol):
+    def subscriptions(self) -> Iterable[Subscription[Any]]: ...
+
+
+class Observers:
+    """The observers of one worker, scheduler or app. A worker's or a scheduler's list has
+    its app's as `parent`: what they emit reaches the app's observers too. `emit` costs a dict
+    look-up per list when nobody subscribed to an event's kind."""
+
+    __slots__ = ("_handlers", "_observers", "parent")
+
+    def __init__(self, observers: Iterable[Observer] = (), parent: Observers | None = None):
+        self._handlers: dict[type[Event], list[Callable[[Any], None]]] = {}
+        self._observers: list[Observer] = []
+        self.parent = parent
+        for observer in observers:
+            self.subscribe(observer)
+
+    def subscribe(self, observer: Observer) -> None:
+        self._observers.append(observer)
+        for subscription in observer.subscriptions():
+            self._handlers.setdefault(subscription.kind, []).append(subscription.handler)
+
+    def unsubscribe(self, observer: Observer) -> None:
+        kept = [other for other in self._observers if other is not observer]
+        self._handlers.clear()
+        self._observers.clear()
+        for other in kept:
+            self.subscribe(other)
+
+    def __iter__(self) -> Iterator[Observer]:
+        return iter(tuple(self._observers))
+
+    def wants(self, kind: type[Event]) -> bool:
+        """Has anybody subscribed to `kind`? For events that are costly to build."""
+        return kind in self._handlers or (self.parent is not None and self.parent.wants(kind))
+
+    def emit(self, event: Event) -> None:
+        for handler in self._handlers.get(type(event), ()):
+            handler(event)
+        if self.parent is not None:
+            self.parent.emit(event)
+
+
+# -- the worker ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStarted(Event):
+    worker_id: str
+    queues: Sequence[str]
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStopped(Event):
+    worker_id: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobsClaimed(Event):
+    """The store gave these jobs to the worker, each with a new attempt and lease token."""
+
+    worker_id: str
+    jobs: Sequence[Job]
+
+
+@dataclass(frozen=True, slots=True)
+class JobsStarted(Event):
+    """Their handlers are about to run (emitted before the first of them does)."""
+
+    worker_id: str
+    jobs: Sequence[Job]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerReturned(Event):
+    """A handler returned, raised or was cut off after `seconds`."""
+
+    job: Job
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How one attempt ended, and whether the store took it (`accepted`): a refused result
+    named a stale lease token, so the job had been rescued and claimed again."""
+
+    job: Job
+    outcome: Outcome
+    accepted: bool
+    duration: float
+    error: dict[str, Any] | None = None
+    retry_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptsEnded(Event):
+    """A batch of attempts reported to the store (or completed in the handler's own
+    transaction), in the order they were reported. The worker holds none of them any more."""
+
+    worker_id: str
+    ends: Sequence[AttemptEnd]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost(Event):
+    """A heartbeat for this attempt was refused: the lease had lapsed and the job was rescued.
+    Its result will be refused too."""
+
+    worker_id: str
+    job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFenced(Event):
+    """A write named a stale lease token. `kind`: `finish` (a result, or complete_in) or
+    `heartbeat`."""
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobsReleased(Event):
+    """Claimed jobs given back unstarted, without using an attempt (`released`: the ids the
+    store took back; the rest had been rescued already)."""
+
+    worker_id: str
+    jobs: Sequence[Job]
+    released: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LeasesRescued(Event):
+    """A rescue pass found expired leases: requeued jobs, and jobs that had no attempt left.
+    `by` is who ran it: a worker id, or "scheduler"."""
+
+    by: str
+    requeued: Sequence[int]
+    dead: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerIdle(Event):
+    """A claim round found nothing more to do for now."""
+
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStuck(Event):
+    """A sync handler ran past its task's timeout in a thread that cannot be stopped: the
+    worker stops claiming, reports the attempt last and retires."""
+
+    worker_id: str
+    job: Job
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptAbandoned(Event):
+    """Shutdown cut off a sync handler that is still running in its thread: its lease is left
+    to expire, so the rescuer decides, and nobody runs the job while the thread still does."""
+
+    worker_id: str
+    job: Job
+
+
+# -- the scheduler and the enqueue API -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChanged(Event):
+    """`holder` became the leader of `duty` (with `term`), or stopped being it (`term` None,
+    `why` says why; `graceful` when it stopped on request)."""
+
+    duty: str
+    holder: str
+    term: LeaderTerm | None
+    why: str = ""
+    graceful: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TicksFired(Event):
+    """One cron pass over a schedule: the ticks it inserted, fired late, skipped, coalesced."""
+
+    schedule: str
+    advance: ScheduleAdvance
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRan(Event):
+    """A leader-only service finished a pass."""
+
+    service: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobsPruned(Event):
+    count: int
+    retention: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobsEnqueued(Event):
+    """New jobs (not ones an enqueue key matched) of one queue and task."""
+
+    queue: str
+    task: str
+    count: int
