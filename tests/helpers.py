@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import chronoq
 from chronoq.core.jobs import Job, Outcome
+from chronoq.testing import WorkerSignals
 
 T = TypeVar("T")
 
@@ -31,7 +32,7 @@ def wait_until(predicate: Callable[[], T], timeout: float = 20.0, what: str = ""
 
 
 @dataclass
-class RecordingSignals(chronoq.WorkerSignals):
+class RecordingSignals(WorkerSignals):
     """Worker signals recorded under a condition variable, so tests can wait for them."""
 
     claims: list[Job] = field(default_factory=list)
@@ -66,7 +67,7 @@ def running_worker(
 ) -> Iterator[tuple[chronoq.Worker, RecordingSignals]]:
     """A worker on a background thread, stopped (gracefully) when the block ends."""
     signals = RecordingSignals()
-    worker = chronoq.Worker(app, options, signals)
+    worker = chronoq.Worker(app, options, [signals])
     errors: list[BaseException] = []
 
     def target() -> None:

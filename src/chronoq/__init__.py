@@ -40,9 +40,10 @@ from chronoq.errors import (
     UnknownQueue,
     UnknownTask,
 )
-from chronoq.scheduler.runner import Scheduler, SchedulerOptions, SchedulerSignals
+from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.worker.context import JobContext
-from chronoq.worker.worker import Worker, WorkerOptions, WorkerSignals, WorkerStats
+from chronoq.worker.stats import WorkerStats
+from chronoq.worker.worker import Worker, WorkerOptions
 
 __version__ = "0.1.0"
 
@@ -76,7 +77,6 @@ __all__ = [
     "ScheduleSpec",
     "Scheduler",
     "SchedulerOptions",
-    "SchedulerSignals",
     "SchemaMissing",
     "Stat",
     "StoreError",
@@ -86,7 +86,6 @@ __all__ = [
     "UnknownTask",
     "Worker",
     "WorkerOptions",
-    "WorkerSignals",
     "WorkerStats",
     "__version__",
 ]

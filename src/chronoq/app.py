@@ -46,6 +46,7 @@ from chronoq.core.validate import (
     encode_payload,
 )
 from chronoq.errors import ConfigError, ScheduleNotFound, UnknownQueue, UnknownTask
+from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.scheduling import (
     RUN_LATE,
     SyncReport,
@@ -160,20 +161,34 @@ class _TaskDecorator(Protocol):
 class App:
     """Tasks, configuration and a lazily opened store.
 
-    `metrics` (a `chronoq.observability.metrics.Metrics`, None by default) counts the jobs
-    this app enqueues, and is what its workers and schedulers count on unless given their own.
+    `observers` get the events of this app's enqueues, and of every worker and scheduler
+    running it (see `chronoq.observability.events`). `metrics` (a
+    `chronoq.observability.metrics.Metrics`, None by default) is one: setting it subscribes it.
     """
 
     def __init__(self, dsn: str | None = None, *, config: Config | None = None, **settings: Any):
         base = config or Config.load(**settings)
         self.config = base.with_dsn(dsn)
-        self.metrics: Metrics | None = None
+        self.observers = Observers()
+        self._metrics: Metrics | None = None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.limits: dict[str, QueueLimitParams] = {}
         self.key_limits: dict[tuple[str, str], KeyLimit] = {}
         self._store: JobStore | None = None
         self._store_lock = threading.Lock()
+
+    @property
+    def metrics(self) -> Metrics | None:
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, metrics: Metrics | None) -> None:
+        if self._metrics is not None:
+            self.observers.unsubscribe(self._metrics)
+        if metrics is not None:
+            self.observers.subscribe(metrics)
+        self._metrics = metrics
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -321,8 +336,8 @@ class App:
         )
         prepared = self.prepare(spec)
         [result] = self.store.job_insert_many([prepared], conn=conn)
-        if self.metrics is not None and result.created:
-            self.metrics.enqueued(prepared.queue, prepared.task)
+        if result.created:
+            self.observers.emit(JobsEnqueued(prepared.queue, prepared.task, 1))
         return result
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
@@ -333,7 +348,7 @@ class App:
             # Jobs are validated as they are written: in a transaction of the store's own, so
             # a bad one still rolls back everything. A caller's transaction is never put at
             # risk that way; its jobs are all validated before the first is sent.
-            if self.metrics is None:
+            if not self.observers.wants(JobsEnqueued):
                 return self.store.job_insert_stream(len(specs), map(self.prepare, specs))
             sent: list[JobInsertParams] = []
             results = self.store.job_insert_stream(len(specs), self._prepared(specs, sent))
@@ -384,14 +399,14 @@ class App:
     ) -> list[Enqueued]:
         """Count the jobs created (not those whose key a live job held). In a caller's
         transaction they are counted when the insert returns, whether it commits or not."""
-        if self.metrics is not None:
+        if self.observers.wants(JobsEnqueued):
             created = collections.Counter(
                 (params.queue, params.task)
                 for params, result in zip(prepared, results, strict=True)
                 if result.created
             )
             for (queue, task), count in created.items():
-                self.metrics.enqueued(queue, task, count)
+                self.observers.emit(JobsEnqueued(queue, task, count))
         return results
 
     def prepare(self, spec: JobSpec) -> JobInsertParams:

@@ -15,11 +15,12 @@ from typing import IO, Any
 import chronoq
 from chronoq.core.jobs import Job, Outcome
 from chronoq.storage.base import JobLeaseRef
+from chronoq.testing import WorkerSignals
 from chronoq.worker.ledger import JobLedger
 from tests.chaos.workload import app
 
 
-class HistorySignals(chronoq.WorkerSignals):
+class HistorySignals(WorkerSignals):
     def __init__(self, sink: IO[str]) -> None:
         self._sink = sink
         self._lock = threading.Lock()
@@ -80,7 +81,7 @@ def main() -> int:
         # The process's own clock, which the clock-skew scenario sets 5 minutes off.
         signals.write({"event": "start", "wall": time.time()})
         # Under tests.chaos.supervised_main, the pipe its supervisor reads; else no ledger.
-        chronoq.Worker(app, options, signals, ledger=JobLedger.from_environment()).run()
+        chronoq.Worker(app, options, [signals], ledger=JobLedger.from_environment()).run()
     return 0
 
 

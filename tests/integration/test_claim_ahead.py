@@ -53,7 +53,7 @@ def test_a_worker_without_timing_claims_only_its_free_slots(app: chronoq.App) ->
     first = app.enqueue("block").id
     second = app.enqueue("quick").id
     signals = RecordingSignals()
-    worker = chronoq.Worker(app, chronoq.WorkerOptions(concurrency=1, batch_size=5), signals)
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(concurrency=1, batch_size=5), [signals])
     thread = start(worker)
     try:
         assert blocker.started.wait(20)
@@ -74,10 +74,10 @@ def test_quick_handlers_get_a_batch_ahead_which_a_stop_gives_back(app: chronoq.A
     blocked = app.enqueue("block").id
     ahead, behind = (app.enqueue("quick").id for _ in range(2))
     signals = RecordingSignals()
-    worker = chronoq.Worker(app, chronoq.WorkerOptions(concurrency=1, batch_size=1), signals)
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(concurrency=1, batch_size=1), [signals])
     # As measured after quick jobs: handlers return long before a claim comes back.
-    worker._handler_seconds.add(0.0001)
-    worker._claim_seconds.add(0.01)
+    worker.pacer.handler_took(0.0001)
+    worker.pacer.claim_took(0.01)
     thread = start(worker)
     try:
         assert blocker.started.wait(20)
@@ -106,8 +106,8 @@ def test_jobs_claimed_ahead_run_as_slots_free(app: chronoq.App) -> None:
 
     app.enqueue_many([chronoq.JobSpec("record", {"n": n}) for n in range(50)])
     worker = chronoq.Worker(app, chronoq.WorkerOptions(concurrency=2, batch_size=10, burst=True))
-    worker._handler_seconds.add(0.0001)
-    worker._claim_seconds.add(0.01)
+    worker.pacer.handler_took(0.0001)
+    worker.pacer.claim_took(0.01)
     stats = worker.run(install_signal_handlers=False)
     assert stats.done == 50 and stats.released == 0
     assert sorted(ran) == list(range(50))

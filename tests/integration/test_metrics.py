@@ -13,10 +13,10 @@ import pytest
 
 import chronoq
 from chronoq.observability.metrics import Metrics
-from chronoq.scheduler.runner import Scheduler, SchedulerSignals
+from chronoq.scheduler.runner import Scheduler
 from chronoq.scheduler.services import LeaseRescuer
 from chronoq.storage.base import JobClaimParams, JobRescueParams, LeaderTerm
-from chronoq.testing import StaticElector, fire_schedules
+from chronoq.testing import SchedulerSignals, StaticElector, fire_schedules
 from tests.helpers import running_worker, wait_until
 from tests.integration.test_schedules import rewind
 
@@ -195,7 +195,7 @@ class _Leadership(SchedulerSignals):
 
 def test_a_scheduler_counts_being_elected_and_stepping_down(app: chronoq.App) -> None:
     signals = _Leadership()
-    scheduler = Scheduler(app, elector=StaticElector(), signals=signals)
+    scheduler = Scheduler(app, elector=StaticElector(), observers=[signals])
     thread = threading.Thread(target=scheduler.run, kwargs={"install_signal_handlers": False})
     thread.start()
     try:

@@ -18,8 +18,8 @@ import pytest
 
 from chronoq import App, Backoff, Job, JobStatus, Outcome, Worker, WorkerOptions
 from chronoq.storage.base import JobClaimParams, JobFinishParams
+from chronoq.worker.completer import STUCK_RETRY_FLOOR
 from chronoq.worker.ledger import JobLedger, LedgerReader, Orphans, settle_orphans
-from chronoq.worker.worker import STUCK_RETRY_FLOOR
 from tests.helpers import running_worker, wait_until
 from tests.integration.cli_support import Spawner, enqueue, status
 

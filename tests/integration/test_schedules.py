@@ -15,10 +15,11 @@ import pytest
 import chronoq
 from chronoq.core.cron import parse_cadence
 from chronoq.core.jobs import Job
-from chronoq.scheduler.runner import Scheduler, SchedulerOptions, SchedulerSignals
+from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.scheduler.services import CronEnqueuer, CronOptions
 from chronoq.storage.base import JobListParams
 from chronoq.storage.rows import datetime_to_micros
+from chronoq.testing import SchedulerSignals
 from tests.helpers import wait_until
 
 MINUTE = timedelta(minutes=1)
@@ -208,7 +209,7 @@ def test_two_schedulers_in_one_database_elect_one_leader_and_fire_each_tick_once
             elected.set()
 
     apps = [chronoq.App(app.config.dsn), chronoq.App(app.config.dsn)]
-    schedulers = [Scheduler(a, options, signals=Signals()) for a in apps]
+    schedulers = [Scheduler(a, options, observers=[Signals()]) for a in apps]
     threads = [
         threading.Thread(target=s.run, kwargs={"install_signal_handlers": False}, daemon=True)
         for s in schedulers

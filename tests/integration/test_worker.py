@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 import chronoq
+import chronoq.testing
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobRescueParams
 from tests.helpers import running_worker, wait_until
@@ -195,12 +196,12 @@ def test_jobs_claimed_after_stop_are_released_without_using_an_attempt(app: chro
     def noop() -> None:
         pass
 
-    class StopOnClaim(chronoq.WorkerSignals):
+    class StopOnClaim(chronoq.testing.WorkerSignals):
         def claimed(self, jobs: Any) -> None:
             worker.request_stop()
 
     ids = [r.id for r in app.enqueue_many([chronoq.JobSpec("noop") for _ in range(3)])]
-    worker = chronoq.Worker(app, chronoq.WorkerOptions(), StopOnClaim())
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(), [StopOnClaim()])
     stats = worker.run(install_signal_handlers=False)
     assert stats.released == 3 and stats.done == 0
     for job_id in ids:
@@ -275,7 +276,7 @@ def test_a_stale_attempt_ending_leaves_the_newer_attempt_held(app: chronoq.App) 
         signals.wait_for(lambda: len(signals.finishes) == 1)
         [(stale, _, accepted)] = signals.finishes
         assert (stale.lease_token, accepted) == (1, False)
-        held = worker._owned.get(job_id)
+        held = worker.holdings.owned.get(job_id)
         assert held is not None and held.job.lease_token == 2
         gates[2].set()
         signals.wait_for(lambda: len(signals.finishes) == 2)
@@ -381,12 +382,12 @@ def test_a_failing_reporter_stops_the_worker_loudly(app: chronoq.App) -> None:
     def noop() -> None:
         pass
 
-    class Broken(chronoq.WorkerSignals):
+    class Broken(chronoq.testing.WorkerSignals):
         def finished(self, job: Any, outcome: Any, accepted: bool) -> None:
             raise RuntimeError("hook exploded")
 
     noop.defer()
-    worker = chronoq.Worker(app, chronoq.WorkerOptions(poll_interval=60), Broken())
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(poll_interval=60), [Broken()])
     with pytest.raises(RuntimeError, match="hook exploded"):
         worker.run(install_signal_handlers=False)
 

@@ -26,10 +26,11 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.live import Live
@@ -42,13 +43,14 @@ from chronoq.cli.output import STATUS_STYLES, Output, quiet_logger
 from chronoq.cli.parser import UsageError
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
-from chronoq.core.jobs import Job, JobStatus, Outcome
+from chronoq.core.jobs import Job, JobStatus
 from chronoq.errors import ConfigError, SchemaMissing
+from chronoq.observability.events import AttemptsEnded, Subscription
 from chronoq.storage import open_store
 from chronoq.storage.base import JobListParams
 from chronoq.storage.dsn import redact, sqlite_path, store_kind
 from chronoq.worker.context import JobContext
-from chronoq.worker.worker import Worker, WorkerOptions, WorkerSignals
+from chronoq.worker.worker import Worker, WorkerOptions
 
 DEMO_DSN = "sqlite:///chronoq-demo.db"
 QUEUES = ("demo", "demo-media")
@@ -247,21 +249,21 @@ def plan_view(plan: Plan, where: str) -> RenderableType:
 # -- running ------------------------------------------------------------------------------
 
 
-class _Progress(WorkerSignals):
-    """Wakes the live view whenever an attempt ends, so it redraws on events, not a timer."""
+class _Progress:
+    """Wakes the live view whenever attempts end, so it redraws on events, not a timer."""
 
     def __init__(self) -> None:
         self.changed = threading.Event()
 
-    def finished(self, job: Job, outcome: Outcome, accepted: bool) -> None:
-        self.changed.set()
+    def subscriptions(self) -> Iterable[Subscription[Any]]:
+        return (Subscription(AttemptsEnded, lambda event: self.changed.set()),)
 
 
 def run_worker_live(app: App, plan: Plan, out: Output) -> bool:
     """Run a worker in a thread until every planned job is final; False on the deadline."""
     progress = _Progress()
     options = WorkerOptions(queues=QUEUES, concurrency=8, poll_interval=1.0, shutdown_grace=5.0)
-    worker = Worker(app, options, progress)
+    worker = Worker(app, options, [progress])
     failures: list[BaseException] = []
     thread = threading.Thread(target=_run, args=(worker, failures), name="chronoq-demo-worker")
     thread.start()

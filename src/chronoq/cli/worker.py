@@ -31,7 +31,8 @@ from chronoq.worker.supervisor import (
     Supervisor,
     SupervisorOptions,
 )
-from chronoq.worker.worker import Worker, WorkerOptions, flush_logs
+from chronoq.worker.watchdog import flush_logs
+from chronoq.worker.worker import Worker, WorkerOptions
 
 if TYPE_CHECKING:
     from chronoq.observability.metrics import Metrics

@@ -25,17 +25,19 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from chronoq.errors import ChronoqError, ConfigError
+from chronoq.observability.eventlog import EventLog
+from chronoq.observability.events import LeaderChanged, Observer, Observers, ServiceRan
 from chronoq.scheduler.services import CronEnqueuer, CronOptions, LeaseRescuer, Pruner, Service
 from chronoq.storage.base import LeaderElector, LeaderTerm
 
 if TYPE_CHECKING:
     from chronoq.app import App
-    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.scheduler")
 DUTY = "scheduler"
@@ -63,19 +65,6 @@ class SchedulerOptions:
         return self
 
 
-class SchedulerSignals:
-    """Hooks tests wait on; no-ops in production."""
-
-    def elected(self, term: LeaderTerm) -> None:
-        pass
-
-    def deposed(self) -> None:
-        pass
-
-    def ran(self, service: str) -> None:
-        pass
-
-
 @dataclass(slots=True)
 class _Due:
     service: Service
@@ -94,8 +83,10 @@ def default_holder_id() -> str:
 
 
 class Scheduler:
-    """Runs the leader-only services of `app` while elected. `metrics` (else the app's, if
-    any) counts leader changes, schedule ticks and rescued leases."""
+    """Runs the leader-only services of `app` while elected. `observers` get its events
+    (leader changes, ticks fired, leases rescued, passes run; the test kit's
+    `chronoq.testing.SchedulerSignals` is one), and so do the app's `observers` (its
+    `metrics`, say)."""
 
     def __init__(
         self,
@@ -103,24 +94,23 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         *,
         elector: LeaderElector | None = None,
-        signals: SchedulerSignals | None = None,
+        observers: Iterable[Observer] = (),
         holder: str | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
         self.app = app
         self.options = (options or SchedulerOptions()).validated()
         self.holder = holder or default_holder_id()
-        self.signals = signals or SchedulerSignals()
-        self.metrics = metrics if metrics is not None else app.metrics
+        self.events = Observers([EventLog(), *observers], app.observers)
         self._elector = elector
         self._stop = threading.Event()
         self.state = SchedulerState()
         cron_options = CronOptions(lookahead=self.options.lookahead)
-        self.cron = CronEnqueuer(app, cron_options, metrics=self.metrics)
+        self.cron = CronEnqueuer(app, cron_options, self.events)
+        opts = self.options
         self._services = [
             _Due(self.cron),
-            _Due(LeaseRescuer(app, self.options.rescue_interval, metrics=self.metrics)),
-            _Due(Pruner(app, self.options.retention, self.options.prune_interval)),
+            _Due(LeaseRescuer(app, opts.rescue_interval, self.events)),
+            _Due(Pruner(app, opts.retention, opts.prune_interval, self.events)),
         ]
 
     @property
@@ -149,7 +139,7 @@ class Scheduler:
         finally:
             elector.close()
             if self.state.term is not None:
-                self._step_down("stopped", level=logging.INFO)
+                self._step_down("stopped", graceful=True)
 
     def _step(self, elector: LeaderElector) -> float:
         self._elect(elector)
@@ -173,31 +163,14 @@ class Scheduler:
         newly = self.state.term is None or self.state.term.term != term.term
         self.state.term = term
         if newly:
-            log.info(
-                "scheduler %s leads (term %d)",
-                self.holder,
-                term.term,
-                extra={"action": "scheduler.elected", "holder": self.holder, "term": term.term},
-            )
-            if self.metrics is not None:
-                self.metrics.leader_changed(DUTY, leading=True)
-            self.signals.elected(term)
+            self.events.emit(LeaderChanged(DUTY, self.holder, term))
         self.state.trusted_until = time.monotonic() + self.options.leader_ttl / 2
 
-    def _step_down(self, why: str, level: int = logging.WARNING) -> None:
-        log.log(
-            level,
-            "scheduler %s no longer leads: %s",
-            self.holder,
-            why,
-            extra={"action": "scheduler.deposed", "holder": self.holder},
-        )
+    def _step_down(self, why: str, *, graceful: bool = False) -> None:
         self.state.term = None
         for due in self._services:
             due.at = 0.0
-        if self.metrics is not None:
-            self.metrics.leader_changed(DUTY, leading=False)
-        self.signals.deposed()
+        self.events.emit(LeaderChanged(DUTY, self.holder, None, why, graceful))
 
     def _run(self, service: Service) -> float:
         try:
@@ -212,7 +185,7 @@ class Scheduler:
             )
             wait = min(service.interval, 1.0)
         self.state.passes[service.name] = self.state.passes.get(service.name, 0) + 1
-        self.signals.ran(service.name)
+        self.events.emit(ServiceRan(service.name))
         return wait
 
     def _install_signal_handlers(self) -> None:

@@ -17,6 +17,8 @@ from chronoq.core.misfire import MisfirePolicy, resolve
 from chronoq.core.schedules import Schedule
 from chronoq.core.validate import encode_payload
 from chronoq.errors import ChronoqError
+from chronoq.observability.eventlog import EventLog
+from chronoq.observability.events import JobsPruned, LeasesRescued, Observers, TicksFired
 from chronoq.storage.base import (
     JobInsertParams,
     JobPruneParams,
@@ -26,7 +28,6 @@ from chronoq.storage.base import (
 
 if TYPE_CHECKING:
     from chronoq.app import App
-    from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.scheduler")
 
@@ -51,17 +52,17 @@ class CronOptions:
 
 
 class CronEnqueuer(Service):
-    """Turns schedule ticks into jobs, each keyed by (schedule, tick). `metrics` (else the
-    app's) counts each schedule's ticks fired, late and skipped."""
+    """Turns schedule ticks into jobs, each keyed by (schedule, tick); each pass over a
+    schedule is a `TicksFired` event to `events`."""
 
     name = "cron"
 
     def __init__(
-        self, app: App, options: CronOptions | None = None, metrics: Metrics | None = None
+        self, app: App, options: CronOptions | None = None, events: Observers | None = None
     ) -> None:
         self.app = app
         self.options = options or CronOptions()
-        self.metrics = metrics if metrics is not None else app.metrics
+        self.events = events if events is not None else _logged(app)
         self.interval = self.options.interval
         self.fired = 0
 
@@ -89,7 +90,8 @@ class CronEnqueuer(Service):
             )
             return
         if advance is not None:
-            self._log_pass(name, advance)
+            self.fired += advance.inserted
+            self.events.emit(TicksFired(name, advance))
 
     def _until_next(self, next_tick: datetime | None, now: datetime) -> float:
         if next_tick is None:
@@ -139,55 +141,37 @@ class CronEnqueuer(Service):
             ticks=ticks,
         )
 
-    def _log_pass(self, name: str, advance: ScheduleAdvance) -> None:
-        self.fired += advance.inserted
-        if self.metrics is not None:
-            self.metrics.schedule_advanced(name, advance)
-        if not (advance.jobs or advance.skipped or advance.coalesced):
-            return
-        level = logging.WARNING if (advance.late or advance.skipped) else logging.INFO
-        log.log(
-            level,
-            "schedule %s: fired %d tick(s) (%d already fired elsewhere), %d late, "
-            "%d skipped, %d coalesced",
-            name,
-            advance.inserted,
-            len(advance.jobs) - advance.inserted,
-            advance.late,
-            advance.skipped,
-            advance.coalesced,
-            extra={"action": "scheduler.cron", "schedule": name},
-        )
-
 
 class LeaseRescuer(Service):
-    """Puts jobs whose lease expired back to pending (or dead on their last attempt)."""
+    """Puts jobs whose lease expired back to pending (or dead on their last attempt). The
+    scheduler runs it as a service; a worker in db dispatch runs it before its claims too."""
 
     name = "rescuer"
 
-    def __init__(self, app: App, interval: float = 5.0, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        interval: float = 5.0,
+        events: Observers | None = None,
+        *,
+        by: str = "scheduler",
+    ) -> None:
         self.app = app
         self.interval = interval
-        self.metrics = metrics if metrics is not None else app.metrics
+        self.events = events if events is not None else _logged(app)
+        self.by = by
 
     def run_once(self) -> float:
+        self.rescue()
+        return self.interval
+
+    def rescue(self) -> int:
+        """One pass; how many jobs it put back or killed."""
         result = self.app.store.job_rescue_expired(JobRescueParams())
         count = len(result.requeued) + len(result.dead)
         if count:
-            if self.metrics is not None:
-                self.metrics.lease_expired("rescuer", count)
-            log.warning(
-                "rescued %d job(s) whose lease expired: requeued %s, dead %s",
-                count,
-                result.requeued,
-                result.dead,
-                extra={
-                    "action": "scheduler.rescue",
-                    "requeued": result.requeued,
-                    "dead": result.dead,
-                },
-            )
-        return self.interval
+            self.events.emit(LeasesRescued(self.by, result.requeued, result.dead))
+        return count
 
 
 class Pruner(Service):
@@ -195,20 +179,27 @@ class Pruner(Service):
 
     name = "pruner"
 
-    def __init__(self, app: App, retention: timedelta, interval: float = 60.0) -> None:
+    def __init__(
+        self,
+        app: App,
+        retention: timedelta,
+        interval: float = 60.0,
+        events: Observers | None = None,
+    ) -> None:
         self.app = app
         self.retention = retention
         self.interval = interval
+        self.events = events if events is not None else _logged(app)
 
     def run_once(self) -> float:
         params = JobPruneParams(older_than=self.retention)
         deleted = self.app.store.job_prune(params)
         if deleted:
-            log.info(
-                "pruned %d finished job(s) older than %s",
-                deleted,
-                self.retention,
-                extra={"action": "scheduler.prune"},
-            )
+            self.events.emit(JobsPruned(deleted, str(self.retention)))
         # A full batch means more is left: come back at once rather than in an interval.
         return 0.0 if deleted >= params.limit else self.interval
+
+
+def _logged(app: App) -> Observers:
+    """The events of a service run on its own: logged, and told to the app's observers."""
+    return Observers([EventLog()], app.observers)

@@ -16,17 +16,34 @@ milliseconds and behaves exactly as production storage does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.app import App
-from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.jobs import Job, JobStatus, Outcome
+from chronoq.observability.events import (
+    AttemptsEnded,
+    JobsClaimed,
+    LeaderChanged,
+    ServiceRan,
+    Subscription,
+    WorkerIdle,
+)
 from chronoq.scheduler.services import CronEnqueuer
 from chronoq.storage.base import JobListParams, LeaderTerm
-from chronoq.worker.worker import Worker, WorkerOptions, WorkerStats
+from chronoq.worker.stats import WorkerStats
+from chronoq.worker.worker import Worker, WorkerOptions
 
-__all__ = ["StaticElector", "assert_enqueued", "drain", "enqueued", "fire_schedules"]
+__all__ = [
+    "SchedulerSignals",
+    "StaticElector",
+    "WorkerSignals",
+    "assert_enqueued",
+    "drain",
+    "enqueued",
+    "fire_schedules",
+]
 
 
 def drain(app: App, *, queues: Sequence[str] | None = None, concurrency: int = 4) -> WorkerStats:
@@ -86,3 +103,55 @@ class StaticElector:
 
     def close(self) -> None:
         self.resign()
+
+
+class WorkerSignals:
+    """An observer of a worker's events, as three hooks to override in tests: pass an instance
+    in `Worker(app, options, [signals])`, and wait on what the hooks record rather than on a
+    sleep."""
+
+    def subscriptions(self) -> Iterable[Subscription[Any]]:
+        return (
+            Subscription(JobsClaimed, lambda event: self.claimed(event.jobs)),
+            Subscription(AttemptsEnded, self._ended),
+            Subscription(WorkerIdle, lambda event: self.idle()),
+        )
+
+    def _ended(self, event: AttemptsEnded) -> None:
+        for end in event.ends:
+            self.finished(end.job, end.outcome, end.accepted)
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        """Jobs were claimed."""
+
+    def finished(self, job: Job, outcome: Outcome, accepted: bool) -> None:
+        """The store recorded (accepted) or fenced off (not accepted) how an attempt ended."""
+
+    def idle(self) -> None:
+        """A claim round found nothing more to do for now."""
+
+
+class SchedulerSignals:
+    """An observer of a scheduler's events, as hooks to override in tests:
+    `Scheduler(app, observers=[signals])`."""
+
+    def subscriptions(self) -> Iterable[Subscription[Any]]:
+        return (
+            Subscription(LeaderChanged, self._leader_changed),
+            Subscription(ServiceRan, lambda event: self.ran(event.service)),
+        )
+
+    def _leader_changed(self, event: LeaderChanged) -> None:
+        if event.term is None:
+            self.deposed()
+        else:
+            self.elected(event.term)
+
+    def elected(self, term: LeaderTerm) -> None:
+        """This scheduler became the leader."""
+
+    def deposed(self) -> None:
+        """This scheduler stopped leading."""
+
+    def ran(self, service: str) -> None:
+        """A leader-only service finished a pass."""

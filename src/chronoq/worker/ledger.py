@@ -33,9 +33,16 @@ import os
 import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job, JobStatus, Outcome
+from chronoq.observability.events import (
+    AttemptsEnded,
+    JobsReleased,
+    JobsStarted,
+    Subscription,
+    WorkerStarted,
+)
 from chronoq.storage.base import JobFinishParams, JobLeaseRef, JobListParams
 
 if TYPE_CHECKING:
@@ -69,6 +76,17 @@ class JobLedger:
     @property
     def enabled(self) -> bool:
         return self._fd is not None
+
+    def subscriptions(self) -> Iterable[Subscription[Any]]:
+        """As an observer of its worker: what it starts, and what it holds no longer."""
+        if self._fd is None:
+            return ()
+        return (
+            Subscription(WorkerStarted, lambda event: self.hello(event.worker_id)),
+            Subscription(JobsStarted, lambda event: self.started(event.jobs)),
+            Subscription(AttemptsEnded, lambda event: self.ended(e.job for e in event.ends)),
+            Subscription(JobsReleased, lambda event: self.ended(event.jobs)),
+        )
 
     def hello(self, worker_id: str) -> None:
         if self._fd is not None:

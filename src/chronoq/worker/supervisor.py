@@ -256,9 +256,12 @@ class Supervisor:
         # because a job's thread is stuck (the timeout failed that job), and a job killing it
         # (that job's attempt pays for the crash).
         slot.excused = code == EXIT_RETIRED or bool(running)
-        if code == 0 or self._stop_signal is not None:
-            return
-        if code == EXIT_RETIRED and not running:
+        if code != 0 and self._stop_signal is None:
+            self._after_death(slot, code, bool(running))
+
+    def _after_death(self, slot: _Slot, code: int, ran_jobs: bool) -> None:
+        """A child died while the fleet runs: replace it, or stop the fleet."""
+        if code == EXIT_RETIRED and not ran_jobs:
             self._restart(slot, 0.0, "it retired")
         elif slot.excused:
             self._restart(slot, EXCUSED_RESTART_DELAY, "the jobs it ran pay for the crash")

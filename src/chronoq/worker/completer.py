@@ -1,0 +1,145 @@
+"""Reports how attempts ended, in batches, fenced by each attempt's lease token.
+
+Results queue up as handlers return; one loop sends everything queued so far in one
+`job_finish_many` and retries, backing off, while the store is unreachable (a database
+restart is an ordinary event for a long-running worker). The store answers which results it
+accepted: the others named a stale token (the job was rescued and claimed again elsewhere), so
+they are discarded, and the `AttemptsEnded` event says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chronoq.core.jobs import Job, Outcome
+from chronoq.errors import StoreError
+from chronoq.observability.eventlog import batch_extra
+from chronoq.observability.events import AttemptEnd, AttemptsEnded
+from chronoq.storage.base import JobFinishParams
+from chronoq.worker.attempts import Shared
+
+log = logging.getLogger("chronoq.worker")
+BATCH_LIMIT = 1000
+# A sync attempt that timed out is reported just before its process exits, and its retry is
+# not due sooner than this: nobody else may start the job while its stuck thread still exists.
+STUCK_RETRY_FLOOR = 1.0
+
+
+@dataclass(slots=True)
+class Result:
+    job: Job
+    params: JobFinishParams
+
+
+class Completer:
+    """The reporting side of one worker."""
+
+    def __init__(self, shared: Shared, stop_now: asyncio.Event) -> None:
+        self.store = shared.store
+        self.io = shared.io
+        self.holdings = shared.holdings
+        self.events = shared.events
+        self.worker_id = shared.worker_id
+        self.stop_now = stop_now
+        self.results: asyncio.Queue[Result] = asyncio.Queue()
+        # Called after each batch is reported: the results may free room for claims.
+        self.on_reported: Callable[[], None] = lambda: None
+        # Results of timed-out sync attempts, reported last (see STUCK_RETRY_FLOOR).
+        self._held_back: list[Result] = []
+
+    async def put(self, job: Job, params: JobFinishParams) -> None:
+        await self.results.put(Result(job, params))
+
+    def hold_back(self, job: Job, params: JobFinishParams) -> None:
+        """Report this attempt only at shutdown, just before the process exits."""
+        if params.outcome == Outcome.RETRY:
+            delay = max(params.retry_delay, STUCK_RETRY_FLOOR)
+            params = dataclasses.replace(params, retry_delay=delay)
+        self._held_back.append(Result(job, params))
+
+    def completed_in_transaction(self, job: Job) -> None:
+        """The handler completed its job in its own transaction: nothing to send."""
+        attempt = self.holdings.disown(job)
+        duration = attempt.elapsed if attempt is not None else 0.0
+        end = AttemptEnd(job, Outcome.DONE, True, duration)
+        self.events.emit(AttemptsEnded(self.worker_id, (end,)))
+
+    async def run(self) -> None:
+        """The loop: runs for the worker's whole life."""
+        while True:
+            batch = [await self.results.get()]
+            while not self.results.empty() and len(batch) < BATCH_LIMIT:
+                batch.append(self.results.get_nowait())
+            try:
+                await self._flush(batch)
+            finally:
+                for _ in batch:
+                    self.results.task_done()
+
+    async def report_all(self, timeout: float) -> None:
+        """At shutdown: wait for what is queued, then send what was held back."""
+        await self._drain(timeout)
+        if self._held_back:
+            for result in self._held_back:
+                await self.results.put(result)
+            self._held_back.clear()
+            await self._drain(timeout)
+
+    async def _drain(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.results.join(), timeout=timeout)
+        except TimeoutError:
+            log.error(
+                "gave up reporting %d result(s); their leases will expire",
+                self.results.qsize(),
+                extra={"action": "worker.report_abandoned", "worker": self.worker_id},
+            )
+
+    async def _flush(self, batch: list[Result]) -> None:
+        accepted = await self._send(batch)
+        ends = [self._end(result, result.params.id in accepted) for result in batch]
+        self.events.emit(AttemptsEnded(self.worker_id, ends))
+        self.on_reported()
+
+    async def _send(self, batch: list[Result]) -> set[int]:
+        """The ids the store accepted; none when it cannot be reached before an immediate
+        stop (their leases then expire, and the rescuer decides)."""
+        failures = 0
+        while True:
+            try:
+                accepted: set[int] = await self.io(
+                    self.store.job_finish_many, [r.params for r in batch]
+                )
+                return accepted
+            except StoreError as exc:
+                failures += 1
+                extra = batch_extra("worker.report_error", self.worker_id, [r.job for r in batch])
+                if self.stop_now.is_set():
+                    log.error(
+                        "could not report %d result(s) before stopping: %s",
+                        len(batch),
+                        exc,
+                        extra=extra,
+                    )
+                    return set()
+                pause = min(5.0, 0.05 * 2**failures)
+                log.error(
+                    "could not report results, retrying in %.1fs: %s", pause, exc, extra=extra
+                )
+                await asyncio.sleep(pause)
+
+    def _end(self, result: Result, accepted: bool) -> AttemptEnd:
+        attempt = self.holdings.disown(result.job)
+        params = result.params
+        return AttemptEnd(
+            result.job,
+            params.outcome,
+            accepted,
+            attempt.elapsed if attempt is not None else 0.0,
+            params.error,
+            params.retry_delay,
+        )

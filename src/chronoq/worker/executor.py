@@ -1,0 +1,156 @@
+"""Runs one attempt's handler and turns how it ended into the store's finish parameters.
+
+Async handlers run on the worker's event loop, under `asyncio.timeout` when their task has a
+timeout. Sync handlers run in a thread pool; a thread cannot be stopped, so a sync handler past
+its timeout is marked `stuck` and the worker retires (see `Worker`): its attempt fails with
+`JobTimeout`, reported only once the process is about to exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import time
+import traceback
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from chronoq.core.jobs import Outcome
+from chronoq.errors import Discard, JobTimeout, Retry
+from chronoq.storage.base import JobFinishParams
+from chronoq.worker.attempts import Attempt
+
+if TYPE_CHECKING:
+    from chronoq.app import Task
+
+TRACEBACK_LIMIT = 4000
+MESSAGE_LIMIT = 2000
+
+
+class _Interrupted(Exception):
+    """The worker stopped while the job ran."""
+
+
+class Executor:
+    """Calls handlers of `tasks`; sync ones on `pool`'s threads."""
+
+    def __init__(self, tasks: Mapping[str, Task[Any, Any]], pool: ThreadPoolExecutor) -> None:
+        self.tasks = tasks
+        self.pool = pool
+
+    async def run(self, attempt: Attempt) -> JobFinishParams | None:
+        """Run the handler; how the attempt ended (None: the handler completed the job in its
+        own transaction, and there is nothing to report)."""
+        job = attempt.job
+        task = self.tasks.get(job.task)
+        if task is None:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            message = f"task {job.task!r} is not registered in this worker (it knows: {known})"
+            return dead(attempt, "UnknownTask", message)
+        misfit = task.payload_shape.misfit(job.payload)
+        if misfit:
+            return dead(attempt, "InvalidPayload", misfit)
+        try:
+            await self._call(attempt, task)
+        except Retry as retry:
+            delay = retry.delay if retry.delay is not None else task.backoff.delay(job.attempts)
+            return failed(attempt, retry, delay=max(0.0, delay))
+        except Discard as discard:
+            return _finish(attempt, Outcome.CANCELLED, error_record(attempt, discard, "cancelled"))
+        except (Exception, SystemExit) as exc:
+            return failed(attempt, exc, delay=task.backoff.delay(job.attempts))
+        if attempt.ctx.completed_in_transaction:
+            return None
+        return JobFinishParams(job.id, job.lease_token, Outcome.DONE)
+
+    async def _call(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+        if task.is_async:
+            await self._call_async(attempt, task)
+        else:
+            await self._call_in_thread(attempt, task)
+
+    async def _call_async(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+        args = (attempt.ctx,) if task.takes_context else ()
+        deadline = asyncio.timeout(task.timeout)
+        attempt.on_loop = True
+        try:
+            async with deadline:
+                await task.fn(*args, **attempt.job.payload)
+        except TimeoutError:
+            if deadline.expired():
+                raise timed_out(task) from None
+            raise
+        finally:
+            attempt.on_loop = False
+
+    async def _call_in_thread(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+        args = (attempt.ctx,) if task.takes_context else ()
+        # The thread runs in this task's context: what the handler logs carries the job.
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, task.fn, *args, **attempt.job.payload)
+        attempt.in_thread = True
+        future = asyncio.get_running_loop().run_in_executor(self.pool, call)
+        done, _ = await asyncio.wait({future}, timeout=task.timeout)
+        if not done:
+            attempt.stuck = True
+            # Whatever the thread ends with later is no one's business any more.
+            future.add_done_callback(_discard_outcome)
+            raise timed_out(task)
+        attempt.in_thread = False
+        future.result()
+
+
+def failed(attempt: Attempt, exc: BaseException, *, delay: float) -> JobFinishParams:
+    """A failed attempt: a retry after `delay`, or dead on its last attempt."""
+    if attempt.job.out_of_attempts:
+        return _finish(attempt, Outcome.DEAD, error_record(attempt, exc, "dead"))
+    return _finish(attempt, Outcome.RETRY, error_record(attempt, exc, "retry"), delay)
+
+
+def interrupted(attempt: Attempt) -> JobFinishParams:
+    """An async attempt cut off by the worker's shutdown: it runs again at once."""
+    return failed(attempt, _Interrupted("worker shut down mid-job"), delay=0.0)
+
+
+def dead(attempt: Attempt, kind: str, message: str) -> JobFinishParams:
+    """An attempt that cannot succeed however often it runs."""
+    error = error_record(attempt, None, "dead") | {"error": kind, "message": message}
+    return _finish(attempt, Outcome.DEAD, error)
+
+
+def _finish(
+    attempt: Attempt, outcome: Outcome, error: dict[str, Any], delay: float = 0.0
+) -> JobFinishParams:
+    job = attempt.job
+    return JobFinishParams(job.id, job.lease_token, outcome, delay, error)
+
+
+def error_record(attempt: Attempt, exc: BaseException | None, outcome: str) -> dict[str, Any]:
+    """What the job's error list keeps of a failed attempt."""
+    record: dict[str, Any] = {
+        "attempt": attempt.job.attempts,
+        "error": "",
+        "message": "",
+        "traceback": "",
+        "worker": attempt.ctx.worker_id,
+        "duration": round(time.monotonic() - attempt.started, 6),
+        "outcome": outcome,
+    }
+    if exc is not None:
+        kind = type(exc)
+        builtin = kind.__module__ == "builtins"
+        record["error"] = kind.__qualname__ if builtin else f"{kind.__module__}.{kind.__qualname__}"
+        record["message"] = str(exc)[:MESSAGE_LIMIT]
+        record["traceback"] = "".join(traceback.format_exception(exc, limit=-12))[-TRACEBACK_LIMIT:]
+    return record
+
+
+def timed_out(task: Task[Any, Any]) -> JobTimeout:
+    return JobTimeout(f"the handler ran longer than its task's {task.timeout or 0:.6g}s timeout")
+
+
+def _discard_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

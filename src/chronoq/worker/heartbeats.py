@@ -1,0 +1,74 @@
+"""Keeps the leases of the jobs a worker holds, in batches.
+
+Each attempt is due a heartbeat a third of the way into its lease; jobs due within half that
+interval go along with the first one due, so one `job_heartbeat_many` renews many leases. A
+refused heartbeat means the lease had lapsed and the job was rescued: the attempt is marked
+lost (its handler sees `JobLost` on its next heartbeat or completion, and its result will be
+discarded) and a `LeaseLost` event says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from chronoq.errors import StoreError
+from chronoq.observability.eventlog import batch_extra
+from chronoq.observability.events import LeaseLost
+from chronoq.worker.attempts import Attempt, Shared
+
+log = logging.getLogger("chronoq.worker")
+IDLE_WAIT = 60.0
+
+
+class LeaseKeeper:
+    def __init__(self, shared: Shared) -> None:
+        self.store = shared.store
+        self.io = shared.io
+        self.holdings = shared.holdings
+        self.events = shared.events
+        self.worker_id = shared.worker_id
+        self.wake = asyncio.Event()
+
+    async def run(self) -> None:
+        """The loop: runs for the worker's whole life. `wake` it when jobs were claimed."""
+        while True:
+            due = [a.heartbeat_due for a in self.holdings if not a.ctx.lost]
+            pause = max(0.0, min(due) - time.monotonic()) if due else IDLE_WAIT
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), pause)
+            await self.beat()
+
+    async def beat(self) -> None:
+        """Heartbeat every held attempt that is due, or nearly."""
+        now = time.monotonic()
+        batch = [a for a in self.holdings if not a.ctx.lost and _due_soon(a, now)]
+        if not batch:
+            return
+        try:
+            accepted: set[int] = await self.io(
+                self.store.job_heartbeat_many, [a.ctx.ref for a in batch]
+            )
+        except StoreError as exc:
+            extra = batch_extra("worker.heartbeat_error", self.worker_id, [a.job for a in batch])
+            log.error("heartbeat failed: %s", exc, extra=extra)
+            return
+        for attempt in batch:
+            attempt.heartbeat_due = now + attempt.job.lease_seconds / 3
+            if attempt.job.id not in accepted:
+                self._refused(attempt)
+
+    def _refused(self, attempt: Attempt) -> None:
+        # A job no longer held, or whose result is on its way, may just have crossed its
+        # report: the refusal then says nothing about its lease.
+        if attempt.job.id in self.holdings.owned and not attempt.reporting:
+            attempt.ctx.lost = True
+            self.events.emit(LeaseLost(self.worker_id, attempt.job))
+
+
+def _due_soon(attempt: Attempt, now: float) -> bool:
+    """Due within half its interval: renewed with the batch now, not alone a moment later."""
+    return attempt.heartbeat_due - attempt.job.lease_seconds / 6 <= now
