@@ -15,20 +15,23 @@ SET tokens = excluded.tokens, refilled_at = excluded.refilled_at
 UPDATE chronoq_queues SET tokens = %(tokens)s, refilled_at = %(refilled_at)s WHERE name = %(queue)s
 
 -- name: key_buckets_prune
--- A bucket that has refilled holds nothing a new bucket would not: drop it.
+-- A bucket that has refilled holds nothing a new bucket would not: drop it. Which of its
+-- queue's limits a bucket serves is not stored, so it waits for the slowest one to refill.
 DELETE FROM chronoq_key_buckets AS b
-USING chronoq_key_limits AS k
+USING (SELECT queue, max(burst / rate) AS refill FROM chronoq_key_limits GROUP BY queue) AS k
 WHERE b.queue = k.queue
-  AND b.refilled_at < clock_timestamp() - (k.burst / k.rate) * interval '1 second'
+  AND b.refilled_at < clock_timestamp() - k.refill * interval '1 second'
 
 -- name: key_buckets_orphans_prune
 DELETE FROM chronoq_key_buckets AS b
 WHERE NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = b.queue)
 
 -- name: queue_list
+-- Key limits in byte order, as on SQLite, whatever the cluster's collation.
 SELECT c.name, c.paused, c.rate, c.burst, c.concurrency,
        coalesce((SELECT json_agg(json_build_object('pattern', k.pattern, 'rate', k.rate,
-                                                   'burst', k.burst) ORDER BY k.pattern)
+                                                   'burst', k.burst)
+                          ORDER BY k.pattern COLLATE "C")
                  FROM chronoq_key_limits AS k WHERE k.queue = c.name), '[]'::json) AS key_limits
 FROM chronoq_queues AS c
 WHERE %(name)s::text IS NULL OR c.name = %(name)s::text

@@ -52,7 +52,8 @@ DELETE FROM chronoq_schedules WHERE name = %(name)s RETURNING name
 
 -- name: schedule_due
 SELECT clock_timestamp() AS db_now,
-       (SELECT coalesce(array_agg(name ORDER BY name), '{}') FROM chronoq_schedules
+       -- Byte order, as on SQLite, whatever the cluster's collation.
+       (SELECT coalesce(array_agg(name ORDER BY name COLLATE "C"), '{}') FROM chronoq_schedules
         WHERE NOT paused
           AND (next_tick IS NULL
                OR next_tick <= clock_timestamp() + %(lookahead)s * interval '1 second'))
