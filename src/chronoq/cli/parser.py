@@ -174,6 +174,13 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
         return sub
 
     migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
+    migrate.add_argument(
+        "--to",
+        metavar="VERSION",
+        default=None,
+        help="bring the schema to this migration (name or number, e.g. 0002), applying the "
+        "down migrations of newer ones",
+    )
     _add_json(migrate)
     _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."))
     _add_scheduler(
