@@ -59,21 +59,9 @@ from chronoq.storage.rows import (
 from chronoq.storage.sqlfile import load_down_migrations, load_migrations
 
 
-class Cursor(Protocol):
-    """What both drivers' cursors answer (sqlite3 and psycopg)."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Any: ...
-
-
 class Connection(Protocol):
-    """What both drivers' connections answer: one statement with named arguments."""
+    """What both drivers' connections answer: one statement with named arguments, returning a
+    cursor (`fetchone`, `fetchall`, `rowcount`, iteration)."""
 
     def execute(self, query: Any, params: Any = ..., /) -> Any: ...
 
