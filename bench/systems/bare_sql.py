@@ -20,9 +20,9 @@ from psycopg.types.json import Jsonb
 from bench.systems.base import Recorder, Target, WorkerConfig
 from bench.systems.chronoq_pg import BATCHES, PGQUEUER_BEST, PROCESSES, ChronoqPostgres
 from bench.systems.sql import Q as BENCH_Q
-from chronoq.storage.sqlfile import load_queries
+from chronoq.storage.sqlfile import load_dialect
 
-Q = load_queries("chronoq.storage.postgres", "queries.sql")
+Q = load_dialect("chronoq.storage.postgres")
 IDLE_PAUSE = 0.005
 
 

@@ -58,7 +58,7 @@ def claim(
     worker_id: str = "w1",
     now: datetime | None = None,
 ) -> list[Job]:
-    return store.job_claim(JobClaimParams(list(queues), limit, worker_id, now))
+    return store.job_claim_with_wakeup(JobClaimParams(list(queues), limit, worker_id, now)).jobs
 
 
 def claim_one(store: JobStore, **kwargs: Any) -> Job:

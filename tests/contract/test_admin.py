@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chronoq.core.jobs import JobStatus, Outcome, Stat
+from chronoq.core.jobs import MAX_ID, JobStatus, Outcome, Stat
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
@@ -153,6 +153,18 @@ def test_cancel_an_unknown_job(store: Store) -> None:
     assert store.job_cancel(424242) is None
 
 
+# Ids no job can have: the drivers refuse to send integers beyond 64 bits, and ids start at 1.
+UNSTORABLE_IDS = [0, -1, -(2**63) - 1, MAX_ID + 1, 2**70]
+
+
+@pytest.mark.parametrize("job_id", UNSTORABLE_IDS)
+def test_get_and_cancel_answer_not_found_for_an_id_no_job_can_have(
+    store: Store, job_id: int
+) -> None:
+    assert store.job_get(job_id) is None
+    assert store.job_cancel(job_id) is None
+
+
 # -- dead letters ---------------------------------------------------------------------------
 
 
@@ -225,6 +237,19 @@ def test_requeue_keeps_keyless_jobs_apart_from_keys_that_look_like_ids(store: St
     lookalikes = [make_dead(store, params(key=key)).id for key in (str(keyless), f"id:{keyless}")]
     result = store.dead_requeue(DeadRequeueParams())
     assert (result.requeued, result.key_conflicts) == (sorted([keyless, *lookalikes]), [])
+
+
+def test_requeue_and_purge_leave_out_ids_no_job_can_have(store: Store) -> None:
+    """Both stores filter the ids alike: the ones no job can have match nothing and refuse
+    nothing, and the others are requeued or purged as asked."""
+    requeued, purged = make_dead(store, params()).id, make_dead(store, params()).id
+    result = store.dead_requeue(DeadRequeueParams(ids=[*UNSTORABLE_IDS, requeued]))
+    assert (result.requeued, result.key_conflicts) == ([requeued], [])
+    assert store.dead_requeue(DeadRequeueParams(ids=UNSTORABLE_IDS)).requeued == []
+    assert store.dead_purge(DeadPurgeParams(ids=UNSTORABLE_IDS)) == 0
+    assert store.dead_purge(DeadPurgeParams(ids=[*UNSTORABLE_IDS, purged])) == 1
+    assert store.job_get(purged) is None
+    assert get(store, requeued).status is JobStatus.PENDING
 
 
 def test_purge_keeps_dead_jobs_younger_than_older_than(store: Store) -> None:

@@ -119,7 +119,9 @@ def test_the_workers_lease_for_a_task_overrides_the_stored_one(store: Store) -> 
     """`JobClaimParams.leases`: the worker running a task knows its lease best."""
     mine, other = insert(store, params(task="mine", lease_seconds=60), params(task="other"))
     now = store.db_now()
-    jobs = store.job_claim(JobClaimParams(["q"], 10, "w1", now, leases={"mine": 2.5}))
+    jobs = store.job_claim_with_wakeup(
+        JobClaimParams(["q"], 10, "w1", now, leases={"mine": 2.5})
+    ).jobs
     leased = {job.id: (job.lease_seconds, job.locked_until) for job in jobs}
     assert leased[mine] == (2.5, now + timedelta(seconds=2.5))
     assert leased[other] == (60.0, now + timedelta(seconds=60))
@@ -134,9 +136,9 @@ def test_a_job_without_its_own_max_attempts_takes_the_workers_task_setting(
         store, params(task="known"), params(task="known", max_attempts=7), params(task="stray")
     )
     assert get(store, known).max_attempts is None
-    claimed = store.job_claim(
+    claimed = store.job_claim_with_wakeup(
         JobClaimParams(["q"], 10, "w1", max_attempts={"known": 3}, default_max_attempts=11)
-    )
+    ).jobs
     assert {job.id: job.max_attempts for job in claimed} == {known: 3, own: 7, unknown: 11}
     assert get(store, known).max_attempts == 3
 

@@ -9,7 +9,7 @@ import pytest
 
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.ratelimit import KeyLimit
-from chronoq.storage.base import JobClaimParams, QueueLimitParams
+from chronoq.storage.base import JobClaimParams, JobPruneParams, QueueLimitParams
 
 from .support import Store, claim, finish, get, insert, params
 
@@ -45,6 +45,16 @@ def test_queue_settings_are_listed_and_cleared(store: Store) -> None:
     assert store.key_limit_remove("api", "host:*")
     assert not store.key_limit_remove("api", "host:*")
     assert not store.queue_get("api").limited
+
+
+def test_key_limits_are_listed_in_byte_order(store: Store) -> None:
+    # Byte order and a linguistic collation disagree on these: "B" < "_" < "a" < "b" by bytes.
+    patterns = ["b:*", "B:*", "a:*", "_:*"]
+    for pattern in patterns:
+        store.key_limit_set("api", KeyLimit(pattern, 1.0, 1.0))
+    listed = store.queue_get("api").key_limits
+    assert [limit.pattern for limit in listed] == sorted(patterns)
+    assert [limit.pattern for limit in store.queue_list()[0].key_limits] == sorted(patterns)
 
 
 def test_a_rate_limit_spends_its_bucket_and_names_the_next_token(store: Store) -> None:
@@ -103,6 +113,20 @@ def test_a_noisy_key_is_deferred_and_other_keys_are_claimed(store: Store) -> Non
     gaps = [(b.run_at - a.run_at).total_seconds() for a, b in pairwise(deferred)]
     assert gaps == pytest.approx([60.0, 60.0, 60.0], abs=0.01)
     assert claim(store, queues=["api"]) == []
+
+
+def test_pruning_keeps_a_key_bucket_until_its_slowest_limit_has_refilled(store: Store) -> None:
+    """The store does not record which of its queue's limits a bucket serves, so a bucket is
+    pruned only once every limit's refill time has passed; pruning it when a faster limit's
+    had would hand the key a full bucket again."""
+    store.key_limit_set("api", KeyLimit("fast:*", rate=1_000_000.0, burst=1.0))  # 1 µs
+    store.key_limit_set("api", KeyLimit("slow:*", rate=1 / 3600, burst=1.0))  # an hour
+    insert(store, params("api", rate_key="slow:a"))
+    assert len(claim(store, queues=["api"])) == 1  # the key's one token is spent
+    store.job_prune(JobPruneParams(older_than=timedelta(days=1)))
+    [second] = insert(store, params("api", rate_key="slow:a"))
+    assert claim(store, queues=["api"]) == []
+    assert get(store, second).status is JobStatus.PENDING
 
 
 def test_a_job_picked_up_past_its_grace_with_skip_is_skipped(store: Store) -> None:

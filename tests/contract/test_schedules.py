@@ -128,6 +128,18 @@ def test_due_schedules_are_those_with_a_tick_within_the_lookahead(store: Store) 
     assert due.next_tick == TICK + timedelta(days=1)
 
 
+# Byte order and a linguistic collation (a PostgreSQL cluster's default may be one) disagree on
+# these: "B" < "_" < "a" < "b" by bytes.
+MIXED_CASE = ["b", "B", "a", "_x"]
+
+
+def test_due_schedules_are_named_in_byte_order(store: Store) -> None:
+    for name in MIXED_CASE:
+        store.schedule_upsert(definition(name))
+    assert store.schedule_due(timedelta(seconds=5)).names == sorted(MIXED_CASE)
+    assert [s.name for s in store.schedule_list()] == sorted(MIXED_CASE)
+
+
 def test_pausing_cancels_ticks_fired_ahead_and_resuming_starts_from_now(store: Store) -> None:
     store.schedule_upsert(definition())
     past = datetime(2021, 1, 1, tzinfo=UTC)

@@ -96,7 +96,7 @@ class Arena:
         """Enqueue a job and claim it back (on a queue of its own, left out of snapshots)."""
         store = self.store
         [probe] = store.job_insert_many([JobInsertParams(PROBE_QUEUE, "probe", "{}")])
-        claimed = store.job_claim(JobClaimParams([PROBE_QUEUE], 1, "hostile:0:0"))
+        claimed = store.job_claim_with_wakeup(JobClaimParams([PROBE_QUEUE], 1, "hostile:0:0")).jobs
         assert [job.id for job in claimed] == [probe.id]
 
     def new_rows(self) -> list[dict[str, Any]]:
@@ -138,7 +138,7 @@ def seed(app: App) -> int:
         ]
     )
     [dead] = store.job_insert_many([JobInsertParams("seed-dead", "seed_dead", "{}")])
-    [claimed] = store.job_claim(JobClaimParams(["seed-dead"], 1, "seed:0:0"))
+    [claimed] = store.job_claim_with_wakeup(JobClaimParams(["seed-dead"], 1, "seed:0:0")).jobs
     error = {"attempt": 1, "error": "ValueError", "message": "seeded"}
     store.job_finish_many([JobFinishParams(dead.id, claimed.lease_token, Outcome.DEAD, 0, error)])
     # Midnight of 29 February: a scheduler pass in a test does not fire it.

@@ -291,7 +291,9 @@ def test_extreme_but_legal_options_are_stored_exactly(
     for field in ("priority", "max_attempts", "misfire"):
         if field in options:
             assert getattr(job, field) == options[field]
-    claimed = arena.app.store.job_claim(JobClaimParams(["extreme"], 10, "hostile:1:1"))
+    claimed = arena.app.store.job_claim_with_wakeup(
+        JobClaimParams(["extreme"], 10, "hostile:1:1")
+    ).jobs
     assert [c.id for c in claimed] == ([job.id] if then is JobStatus.RUNNING else [])
     assert _job(arena, job.id).status is then
     arena.assert_seeds_intact()

@@ -41,13 +41,13 @@ def test_a_legal_name_goes_everywhere_and_comes_back_exactly(arena: Arena, name:
     # The queue: paused, then limited per key with the name as a glob.
     assert store.queue_pause(name, True).paused
     claim = JobClaimParams([name], 100, "hostile:1:1")
-    assert store.job_claim(claim) == []
+    assert store.job_claim_with_wakeup(claim).jobs == []
     app.limit_keys(name, name, rate="1000000/s")
     app.sync_limits()
     assert [limit.pattern for limit in store.queue_get(name).key_limits] == [name]
     assert store.key_limit_remove(name, name)
     assert store.queue_pause(name, False) == QueueSettings(name)
-    claimed = store.job_claim(claim)
+    claimed = store.job_claim_with_wakeup(claim).jobs
     assert first.id in {j.id for j in claimed} and {j.task for j in claimed} == {name}
     # A task of that name: registered, deferred, found again.
     task = app.task(name=name, queue=name)(_handler)

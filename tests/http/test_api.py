@@ -35,7 +35,7 @@ def _make_dead(app: chronoq.App, queue: str = "emails", count: int = 1) -> list[
     task = "send_email" if queue == "emails" else "cleanup"
     payload = {"to": "x@example.com"} if queue == "emails" else {}
     ids = [app.enqueue(task, payload).id for _ in range(count)]
-    claimed = app.store.job_claim(JobClaimParams([queue], count, "w"))
+    claimed = app.store.job_claim_with_wakeup(JobClaimParams([queue], count, "w")).jobs
     app.store.job_finish_many(
         [
             JobFinishParams(j.id, j.lease_token, Outcome.DEAD, error={"error": "E", "message": "m"})

@@ -153,6 +153,6 @@ def finish(app: App, job_id: int, outcome: Outcome) -> None:
     """Claim the job like a worker would and report `outcome` for it."""
     job = app.get_job(job_id)
     assert job is not None
-    [claimed] = app.store.job_claim(JobClaimParams([job.queue], 1, "test:0:0"))
+    [claimed] = app.store.job_claim_with_wakeup(JobClaimParams([job.queue], 1, "test:0:0")).jobs
     assert claimed.id == job_id
     app.store.job_finish_many([JobFinishParams(job_id, claimed.lease_token, outcome)])

@@ -77,7 +77,9 @@ def admin(client: TestClient) -> str:
 def dead_job(app: chronoq.App, queue: str = "billing", task: str = "charge", **kw: object) -> int:
     """A job that failed its attempt and died, with a recorded error, as a worker leaves it."""
     job_id = app.enqueue(task, {"amount": 1, **kw}, queue=queue).id
-    claimed = app.store.job_claim(JobClaimParams(queues=[queue], limit=100, worker_id="w-1"))
+    claimed = app.store.job_claim_with_wakeup(
+        JobClaimParams(queues=[queue], limit=100, worker_id="w-1")
+    ).jobs
     job = next(j for j in claimed if j.id == job_id)
     error = {
         "error": "ValueError",

@@ -123,7 +123,7 @@ def test_a_handlers_own_stale_writes_are_fencing_rejections(app: chronoq.App) ->
         # pinned future clock, and the job claimed again.
         future = app.store.db_now() + timedelta(hours=1)
         app.store.job_rescue_expired(JobRescueParams(now=future))
-        [thief] = app.store.job_claim(JobClaimParams(["default"], 1, "thief:0:0"))
+        [thief] = app.store.job_claim_with_wakeup(JobClaimParams(["default"], 1, "thief:0:0")).jobs
         assert thief.lease_token == ctx.lease_token + 1
         ctx.heartbeat()  # raises JobLost
 
@@ -150,7 +150,7 @@ def test_leases_the_rescuer_ends_are_counted(app: chronoq.App, rescuer: str) -> 
     once.defer(at=hour_ago - timedelta(minutes=1))
     again.defer(at=hour_ago - timedelta(minutes=1))
     claim = JobClaimParams(["default"], 10, "gone:0:0", now=hour_ago)
-    assert len(app.store.job_claim(claim)) == 2
+    assert len(app.store.job_claim_with_wakeup(claim).jobs) == 2
     if rescuer == "scheduler":
         LeaseRescuer(app).run_once()
     else:

@@ -21,9 +21,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from chronoq.errors import StoreUnavailable
+from chronoq.errors import ConfigError, StoreUnavailable
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlite.store import SqliteStore
+from tests.integration.cli_support import run_cli
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 BOOKKEEPING = "chronoq_migrations"  # created by migrate() itself, not by a migration
@@ -252,6 +253,43 @@ def test_down_migrations_leave_no_chronoq_objects(new_database: Callable[[], str
     assert _catalog(dsn) == before
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("version", _up_names("chronoq.storage.postgres")[:-1])
+def test_migrate_down_to_a_version_then_up_again_gives_the_same_schema(
+    new_database: Callable[[], str], version: str
+) -> None:
+    dsn, reference = new_database(), new_database()
+    _migrate(dsn)
+    before = _catalog(dsn)
+    names = _up_names("chronoq.storage.postgres")
+    newer = names[names.index(version) + 1 :]
+    down = run_cli("migrate", "--dsn", dsn, "--to", version, "--json")
+    assert (down.code, down.json()) == (0, {"applied": [], "reverted": newer[::-1]})
+    # The schema is the one that version's migrations build, bookkeeping included.
+    up_to = run_cli("migrate", "--dsn", reference, "--to", version.split("_")[0], "--json")
+    assert up_to.json() == {"applied": names[: names.index(version) + 1], "reverted": []}
+    assert _catalog(dsn, with_bookkeeping=True) == _catalog(reference, with_bookkeeping=True)
+    assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": newer}
+    assert _catalog(dsn) == before
+
+
+@pytest.mark.postgres
+def test_migrate_to_an_unknown_version_is_refused_and_changes_nothing(
+    new_database: Callable[[], str],
+) -> None:
+    dsn = new_database()
+    _migrate(dsn)
+    before = _catalog(dsn, with_bookkeeping=True)
+    refused = run_cli("migrate", "--dsn", dsn, "--to", "0042")
+    assert refused.code == 2
+    assert refused.err == (
+        "error: unknown migration version '0042': known versions are "
+        + ", ".join(_up_names("chronoq.storage.postgres"))
+        + "\n"
+    )
+    assert _catalog(dsn, with_bookkeeping=True) == before
+
+
 # -- SQLite ---------------------------------------------------------------------------------
 
 
@@ -265,15 +303,39 @@ def _sqlite_objects(path: Path) -> list[tuple[str, str, str]]:
     return [tuple(row) for row in rows]
 
 
+def _sqlite_structure(path: Path) -> dict[str, Any]:
+    """Each table's columns and indexes as SQLite describes them, whatever the SQL text."""
+    with sqlite3.connect(path) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'chronoq%'"
+            )
+        ]
+        described = {
+            table: (
+                conn.execute("SELECT * FROM pragma_table_xinfo(?)", [table]).fetchall(),
+                sorted(conn.execute("SELECT * FROM pragma_index_list(?)", [table]).fetchall()),
+            )
+            for table in tables
+        }
+    conn.close()
+    return described
+
+
+def _has_jobs_table(path: Path) -> bool:
+    return ("table", "chronoq_jobs") in {(kind, name) for kind, name, _ in _sqlite_objects(path)}
+
+
 def test_sqlite_migrate_twice_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     store = SqliteStore(f"sqlite:///{path}", migrate=False)
     try:
-        assert not store.schema_present()
+        assert not _has_jobs_table(path)
         assert store.migrate() == _up_names("chronoq.storage.sqlite")
         first = _sqlite_objects(path)
         assert store.migrate() == []
-        assert store.schema_present()
+        assert _has_jobs_table(path)
     finally:
         store.close()
     reopened = SqliteStore(f"sqlite:///{path}")  # migrates on open: nothing left to do
@@ -339,3 +401,41 @@ def test_sqlite_down_migrations_leave_no_chronoq_objects(tmp_path: Path) -> None
     finally:
         store.close()
     assert _sqlite_objects(path) == before
+
+
+@pytest.mark.parametrize("version", _up_names("chronoq.storage.sqlite")[:-1])
+def test_sqlite_migrate_down_to_a_version_then_up_again_gives_the_same_schema(
+    tmp_path: Path, version: str
+) -> None:
+    path, reference = tmp_path / "jobs.db", tmp_path / "reference.db"
+    SqliteStore(f"sqlite:///{path}").close()
+    before = _sqlite_objects(path)
+    names = _up_names("chronoq.storage.sqlite")
+    newer = names[names.index(version) + 1 :]
+    down = run_cli("migrate", "--dsn", f"sqlite:///{path}", "--to", version, "--json")
+    assert (down.code, down.json()) == (0, {"applied": [], "reverted": newer[::-1]})
+    run_cli("migrate", "--dsn", f"sqlite:///{reference}", "--to", version)
+    # The down file rebuilds a table SQLite then names in quotes: compare what the tables hold.
+    assert _sqlite_structure(path) == _sqlite_structure(reference)
+    assert run_cli("migrate", "--dsn", f"sqlite:///{path}", "--json").json() == {"applied": newer}
+    assert _sqlite_objects(path) == before
+
+
+def test_sqlite_migrate_to_an_unknown_version_is_refused(tmp_path: Path) -> None:
+    dsn = f"sqlite:///{tmp_path / 'jobs.db'}"
+    SqliteStore(dsn).close()
+    refused = run_cli("migrate", "--dsn", dsn, "--to", "latest")
+    assert refused.code == 2
+    assert refused.err.startswith("error: unknown migration version 'latest': known versions are")
+    assert refused.err.count("\n") == 1
+    assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
+
+
+def test_an_unknown_version_is_refused_before_the_database_is_touched(tmp_path: Path) -> None:
+    store = SqliteStore(f"sqlite:///{tmp_path / 'jobs.db'}", migrate=False)
+    try:
+        with pytest.raises(ConfigError, match="unknown migration version '0'"):
+            store.migrate_to("0")
+        assert not _has_jobs_table(tmp_path / "jobs.db")
+    finally:
+        store.close()

@@ -274,11 +274,13 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
 
     queue = [app.config.default_queue]
     ids = [job.defer(n=n).id for n in range(4)]  # type: ignore[union-attr]
-    other = app.store.job_claim(JobClaimParams(queue, 1, "other"))[0]  # ids[0], not ours
+    other = app.store.job_claim_with_wakeup(JobClaimParams(queue, 1, "other")).jobs[
+        0
+    ]  # ids[0], not ours
     # ids[1] is on its last attempt: claimed, retried, claimed again.
-    first = app.store.job_claim(JobClaimParams(queue, 1, "dead-worker"))[0]
+    first = app.store.job_claim_with_wakeup(JobClaimParams(queue, 1, "dead-worker")).jobs[0]
     app.store.job_finish_many([JobFinishParams(first.id, first.lease_token, Outcome.RETRY)])
-    claimed = app.store.job_claim(JobClaimParams(queue, 3, "dead-worker"))
+    claimed = app.store.job_claim_with_wakeup(JobClaimParams(queue, 3, "dead-worker")).jobs
     assert {j.id for j in claimed} == set(ids[1:])
     by_id = {j.id: j for j in claimed}
     # ids[3] was claimed ahead, never started.

@@ -131,7 +131,9 @@ class JobStates(RuleBasedStateMachine):
     @rule(target=jobs_claimed, limit=st.integers(1, 3), ahead=LATER)
     def claim(self, limit: int, ahead: bool) -> MultipleResults[int]:
         now = self.store.db_now() + timedelta(hours=2) if ahead else None
-        claimed = self.store.job_claim(JobClaimParams([QUEUE], limit, "model:1:1", now))
+        claimed = self.store.job_claim_with_wakeup(
+            JobClaimParams([QUEUE], limit, "model:1:1", now)
+        ).jobs
         due = {i for i, e in self.jobs.items() if e.status is PENDING and (ahead or not e.later)}
         assert len(claimed) == min(limit, len(due))
         for job in claimed:

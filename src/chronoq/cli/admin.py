@@ -20,19 +20,30 @@ def migrate(run: Invocation) -> int:
     # Open without SQLite's migrate-on-open, so this command reports what it applied.
     store = open_store(Config.load(dsn=run.dsn), migrate_sqlite=False)
     try:
-        applied = store.migrate()
+        change = store.migrate_to(run.args.to)
         where = redact(store.dsn_display)
     finally:
         store.close()
     if run.wants_json:
-        run.out.json({"applied": applied})
-    elif applied:
-        for name in applied:
+        shown: dict[str, list[str]] = {"applied": change.applied}
+        if run.args.to is not None:
+            shown["reverted"] = change.reverted
+        run.out.json(shown)
+    elif change.applied or change.reverted:
+        for name in change.applied:
             run.out.line(f"applied {name}")
-        run.out.note(f"{where}: {len(applied)} migration(s) applied")
+        for name in change.reverted:
+            run.out.line(f"reverted {name}")
+        run.out.note(_migration_summary(where, change.applied, change.reverted))
     else:
         run.out.line(f"up to date ({where})")
     return EXIT_OK
+
+
+def _migration_summary(where: str, applied: list[str], reverted: list[str]) -> str:
+    done = [f"{len(applied)} migration(s) applied"] if applied else []
+    done += [f"{len(reverted)} migration(s) reverted"] if reverted else []
+    return f"{where}: {', '.join(done)}"
 
 
 def enqueue(run: Invocation) -> int:

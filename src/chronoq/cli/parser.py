@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from chronoq.core.durations import parse_duration
-from chronoq.core.jobs import JobStatus
+from chronoq.core.jobs import MAX_ID, JobStatus
 from chronoq.errors import ChronoqError
 
-MAX_JOB_ID = 2**63 - 1
+MAX_JOB_ID = MAX_ID
 MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -174,6 +174,13 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
         return sub
 
     migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
+    migrate.add_argument(
+        "--to",
+        metavar="VERSION",
+        default=None,
+        help="bring the schema to this migration (name or number, e.g. 0002), applying the "
+        "down migrations of newer ones",
+    )
     _add_json(migrate)
     _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."))
     _add_scheduler(

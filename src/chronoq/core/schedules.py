@@ -9,7 +9,7 @@ over a window, by an offset every scheduler computes alike.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,25 @@ from chronoq.errors import InvalidDuration, InvalidSchedule
 
 DEFAULT_SCHEDULE_MISFIRE = MisfirePolicy.COALESCE
 MAX_JITTER = timedelta(days=1)
+
+# A schedule's definition as the store keeps it: what an upsert writes and replaces. The rest
+# of a stored schedule (pause, cursor, counters, stamps) is the store's own.
+SCHEDULE_DEFINITION = (
+    "name",
+    "cadence",
+    "zone",
+    "task",
+    "payload",
+    "queue",
+    "priority",
+    "misfire",
+    "misfire_grace",
+    "catch_up",
+    "jitter",
+    "origin",
+)
+# The fields of a stored schedule that hold instants.
+SCHEDULE_TIMES = ("tick_cursor", "next_tick", "last_fired", "created_at", "updated_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +173,7 @@ class Schedule:
 
     def describe_grace(self) -> str:
         return format_duration(timedelta(seconds=self.misfire_grace))
+
+
+# Every field of a stored schedule: its definition, then the store's own.
+SCHEDULE_FIELDS = tuple(field.name for field in fields(Schedule))

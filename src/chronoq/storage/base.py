@@ -272,6 +272,14 @@ class ScheduleAdvance:
 ScheduleDecision = Callable[[Schedule, datetime], ScheduleAdvance | None]
 
 
+@dataclass(slots=True)
+class MigrationChange:
+    """What a migration run did: migrations applied, and migrations undone (newest first)."""
+
+    applied: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class LeaderTerm:
     """Who holds a duty: `term` grows by one at every change of holder."""
@@ -320,6 +328,11 @@ class JobStore(Protocol):
         """Apply pending migrations; return the names applied (empty when up to date)."""
         ...
 
+    def migrate_to(self, version: str | None) -> MigrationChange:
+        """Bring the schema to `version` (None: the newest), applying up migrations or the
+        down migrations of newer ones; a version that is no known migration is refused."""
+        ...
+
     def db_now(self) -> datetime: ...
 
     def job_insert_many(
@@ -336,8 +349,6 @@ class JobStore(Protocol):
         with the database's work. If `params` raises, or yields other than `count` jobs,
         nothing is stored."""
         ...
-
-    def job_claim(self, params: JobClaimParams) -> list[Job]: ...
 
     def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
         """Claim, and in the same round trip learn when the next pending job falls due (after

@@ -8,9 +8,14 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chronoq.core.jobs import Job, JobStatus, RescueResult, Stat
+from chronoq.core.jobs import MAX_ID, Job, JobStatus, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
-from chronoq.core.schedules import Schedule
+from chronoq.core.schedules import (
+    SCHEDULE_DEFINITION,
+    SCHEDULE_FIELDS,
+    SCHEDULE_TIMES,
+    Schedule,
+)
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
     FinishedBucket,
@@ -92,11 +97,9 @@ def retry_delay(seconds: float) -> float:
     return min(float(seconds), MAX_RETRY_DELAY)
 
 
-MAX_ID = 2**63 - 1
-
-
 def storable_id(job_id: int) -> bool:
-    """Can `job_id` name a job? The drivers refuse to send integers beyond 64 bits."""
+    """Can `job_id` name a job? SQLite's driver refuses integers beyond 64 bits, and PostgreSQL
+    would compare one as numeric, which no index on the id serves: answer without asking."""
     return 1 <= job_id <= MAX_ID
 
 
@@ -216,50 +219,19 @@ def schedule_from_row(
     row: Mapping[str, Any], to_time: Any = None, from_json: Any = None
 ) -> Schedule:
     convert = to_time or _identity
-    decode = from_json or _identity
-    return Schedule(
-        name=row["name"],
-        cadence=row["cadence"],
-        zone=row["zone"],
-        task=row["task"],
-        payload=decode(row["payload"]),
-        queue=row["queue"],
-        priority=int(row["priority"]),
-        misfire=row["misfire"],
-        misfire_grace=float(row["misfire_grace"]),
-        catch_up=_optional_int(row["catch_up"]),
-        jitter=float(row["jitter"]),
-        paused=bool(row["paused"]),
-        origin=row["origin"],
-        tick_cursor=convert(row["tick_cursor"]),
-        next_tick=convert(row["next_tick"]),
-        fired=int(row["fired"]),
-        late=int(row["late"]),
-        skipped=int(row["skipped"]),
-        coalesced=int(row["coalesced"]),
-        lateness_total=float(row["lateness_total"]),
-        lateness_max=float(row["lateness_max"]),
-        last_fired=convert(row["last_fired"]),
-        created_at=convert(row["created_at"]),
-        updated_at=convert(row["updated_at"]),
-    )
+    values = {name: row[name] for name in SCHEDULE_FIELDS}
+    for name in SCHEDULE_TIMES:
+        values[name] = convert(values[name])
+    values["payload"] = (from_json or _identity)(values["payload"])
+    values["paused"] = bool(values["paused"])  # SQLite stores 0 or 1
+    return Schedule(**values)
 
 
 def schedule_args(params: ScheduleUpsertParams) -> dict[str, Any]:
-    return {
-        "name": params.name,
-        "cadence": params.cadence,
-        "zone": params.zone,
-        "task": params.task,
-        "payload": params.payload_json,
-        "queue": params.queue,
-        "priority": params.priority,
-        "misfire": params.misfire,
-        "misfire_grace": float(params.misfire_grace),
-        "catch_up": params.catch_up,
-        "jitter": float(params.jitter),
-        "origin": params.origin,
-    }
+    """A definition as the `schedule_upsert` statement takes it (`SCHEDULE_DEFINITION`)."""
+    args = {name: getattr(params, name) for name in SCHEDULE_DEFINITION if name != "payload"}
+    args["payload"] = params.payload_json
+    return args
 
 
 def tick_args(job: JobInsertParams, from_time: Any = None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import psycopg
 
-from chronoq.storage.sqlfile import load_queries
+from chronoq.storage.sqlfile import load_dialect
 
-Q = load_queries("chronoq.storage.postgres", "queries.sql")
+Q = load_dialect("chronoq.storage.postgres")
 
 
 def configure_session(conn: psycopg.Connection[Any]) -> None:

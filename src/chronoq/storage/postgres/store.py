@@ -9,41 +9,28 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString, cast
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
-from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.jobs import Claim, Job, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
-    DeadPurgeParams,
-    DeadRequeueParams,
-    DeadRequeueResult,
     JobClaimParams,
     JobFinishParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
-    JobListParams,
-    JobPruneParams,
-    JobRescueParams,
-    LeaderTerm,
     Overview,
     OverviewParams,
-    QueueLimitParams,
-    QueueSettings,
-    ScheduleAdvance,
-    ScheduleDecision,
-    ScheduleDue,
     ScheduleUpsertParams,
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
@@ -54,28 +41,24 @@ from chronoq.storage.postgres.session import configure_session as _configure_ses
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
     job_from_row,
-    leader_term,
     overview_from_rows,
     overview_since,
-    queue_settings,
-    record_args,
-    rescue_result,
     retry_delay,
     schedule_args,
     schedule_from_row,
-    stats_from_rows,
-    storable_id,
     storable_text,
-    tick_args,
 )
-from chronoq.storage.sqlfile import load_migrations
+from chronoq.storage.sqlstore import Connection, SqlStore
 
 log = logging.getLogger("chronoq.storage.postgres")
 COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """`JobStore` on PostgreSQL ≥ 13."""
+
+    Q = Q
+    MIGRATIONS = "chronoq.storage.postgres"
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0) -> None:
         check_postgres_dsn(dsn)
@@ -128,26 +111,53 @@ class PostgresStore:
         except psycopg.errors.IntegrityError as exc:
             raise StoreError(f"the database refused the change: {_first_line(exc)}") from exc
 
-    # -- schema ---------------------------------------------------------------------------
+    # -- dialect hooks (see SqlStore) -----------------------------------------------------
 
-    def migrate(self) -> list[str]:
-        applied: list[str] = []
+    def _read(self) -> AbstractContextManager[psycopg.Connection[dict[str, Any]]]:
+        return self._conn()
+
+    def _write(self) -> AbstractContextManager[psycopg.Connection[dict[str, Any]]]:
+        return self._conn()  # autocommit: each statement commits on its own
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
         with self._conn() as conn, conn.transaction():
-            conn.execute(Q["migrations_lock"])
-            conn.execute(Q["migrations_table"])
-            done = {row["name"] for row in conn.execute(Q["migrations_applied"])}
-            for name, sql in load_migrations("chronoq.storage.postgres"):
-                if name in done:
-                    continue
-                conn.execute(sql)
-                conn.execute(Q["migrations_record"], {"name": name})
-                applied.append(name)
-        return applied
+            yield conn
 
-    def schema_present(self) -> bool:
-        with self._conn() as conn:
-            row = conn.execute(Q["schema_check"]).fetchone()
-        return bool(row and row["present"])
+    def _lock_migrations(self, db: Connection) -> None:
+        db.execute(Q["migrations_lock"])
+
+    def _run_script(self, db: Connection, script: LiteralString) -> None:
+        db.execute(script)
+
+    def _clock(self) -> None:
+        return None  # the statements read clock_timestamp() themselves
+
+    def _pinned(self, moment: datetime | None) -> datetime | None:
+        return moment
+
+    def _time_arg(self, moment: datetime | None) -> datetime | None:
+        return moment
+
+    def _seconds_arg(self, seconds: float) -> float:
+        return seconds
+
+    def _array(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def _time(self, value: Any) -> datetime | None:
+        return cast("datetime | None", value)
+
+    def _list(self, value: Any) -> list[Any]:
+        return list(value)
+
+    def _job(self, row: Mapping[str, Any]) -> Job:
+        return job_from_row(row)
+
+    def _schedule(self, row: Mapping[str, Any]) -> Schedule:
+        return schedule_from_row(row)
+
+    # -- the clock ------------------------------------------------------------------------
 
     def db_now(self) -> datetime:
         with self._conn() as conn:
@@ -207,9 +217,6 @@ class PostgresStore:
         return _results(ids, created, live, params)
 
     # -- the worker's statements ----------------------------------------------------------
-
-    def job_claim(self, params: JobClaimParams) -> list[Job]:
-        return self.job_claim_with_wakeup(params).jobs
 
     def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
         args = {
@@ -284,75 +291,11 @@ class PostgresStore:
             _count_fence_rejections(conn, [(r.id, r.lease_token) for r in refs], accepted)
         return accepted
 
-    def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
-        with self._conn() as conn:
-            rows = conn.execute(
-                Q["job_rescue_expired"], {"limit": params.limit, "now": params.now}
-            ).fetchall()
-        return rescue_result(rows)
-
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._conn() as conn:
             row = conn.execute(Q["job_next_wakeup"], {"queues": list(queues)}).fetchone()
         assert row is not None
         return Wakeup(row["db_now"], row["next_run_at"], row["next_lease_expiry"])
-
-    # -- inspection and administration ----------------------------------------------------
-
-    def job_get(self, job_id: int) -> Job | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["job_get"], {"id": job_id}).fetchone()
-        return job_from_row(row) if row else None
-
-    def job_list(self, params: JobListParams) -> list[Job]:
-        args = {
-            "statuses": [str(s) for s in params.statuses],
-            "queue": params.queue,
-            "task": params.task,
-            "worker": params.worker,
-            "key": params.key,
-            "created_after": params.created_after,
-            "created_before": params.created_before,
-            "before_id": params.before_id,
-            "limit": params.limit,
-        }
-        with self._conn() as conn:
-            return [job_from_row(row) for row in conn.execute(Q["job_list"], args)]
-
-    def job_cancel(self, job_id: int) -> Job | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["job_cancel"], {"id": job_id}).fetchone()
-        if row is not None:
-            return job_from_row(row)
-        return self.job_get(job_id)
-
-    def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
-        args = {
-            "all": params.ids is None,
-            "ids": [job_id for job_id in params.ids or [] if storable_id(job_id)],
-            "queue": params.queue,
-            "task": params.task,
-        }
-        with self._conn() as conn, conn.transaction():
-            wanted = {row["id"] for row in conn.execute(Q["dead_ids"], args)}
-            requeued = {row["id"] for row in conn.execute(Q["dead_requeue"], args)}
-        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
-
-    def dead_purge(self, params: DeadPurgeParams) -> int:
-        args = {
-            "older_than": params.older_than.total_seconds(),
-            "queue": params.queue,
-            "task": params.task,
-            "all": params.ids is None,
-            "ids": [job_id for job_id in params.ids or [] if storable_id(job_id)],
-        }
-        with self._conn() as conn:
-            return conn.execute(Q["dead_purge"], args).rowcount
-
-    def stats(self) -> list[Stat]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["stats"]).fetchall()
-        return stats_from_rows(rows)
 
     def overview(self, params: OverviewParams) -> Overview:
         with self._conn() as conn:
@@ -369,57 +312,7 @@ class PostgresStore:
             )
         return overview_from_rows(db_now, queues, finished)
 
-    def job_prune(self, params: JobPruneParams) -> int:
-        args = {"older_than": params.older_than.total_seconds(), "limit": params.limit}
-        with self._conn() as conn:
-            deleted = conn.execute(Q["job_prune"], args).rowcount
-            conn.execute(Q["key_buckets_prune"])
-            conn.execute(Q["key_buckets_orphans_prune"])
-        return deleted
-
-    # -- queues ---------------------------------------------------------------------------
-
-    def queue_list(self) -> list[QueueSettings]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["queue_list"], {"name": None}).fetchall()
-        return [queue_settings(row) for row in rows]
-
-    def queue_get(self, name: str) -> QueueSettings:
-        with self._conn() as conn:
-            row = conn.execute(Q["queue_list"], {"name": name}).fetchone()
-        return queue_settings(row) if row else QueueSettings(name)
-
-    def queue_pause(self, name: str, paused: bool) -> QueueSettings:
-        with self._conn() as conn:
-            conn.execute(Q["queue_pause"], {"name": name, "paused": paused})
-        return self.queue_get(name)
-
-    def queue_limit(self, params: QueueLimitParams) -> QueueSettings:
-        args = {
-            "name": params.name,
-            "rate": params.rate,
-            "burst": params.burst if params.rate is not None else None,
-            "concurrency": params.concurrency,
-        }
-        with self._conn() as conn:
-            conn.execute(Q["queue_limit"], args)
-        return self.queue_get(params.name)
-
-    def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings:
-        args = {"queue": queue, "pattern": limit.pattern, "rate": limit.rate, "burst": limit.burst}
-        with self._conn() as conn, conn.transaction():
-            conn.execute(Q["queue_ensure"], {"name": queue})
-            conn.execute(Q["key_limit_set"], args)
-        return self.queue_get(queue)
-
-    def key_limit_remove(self, queue: str, pattern: str) -> bool:
-        with self._conn() as conn:
-            return (
-                conn.execute(Q["key_limit_remove"], {"queue": queue, "pattern": pattern}).rowcount
-                > 0
-            )
-
-    # -- schedules ------------------------------------------------------------------------
+    # -- schedules: the upsert tells creation by xmax -----------------------------------
 
     def schedule_upsert(self, params: ScheduleUpsertParams) -> bool:
         args = schedule_args(params)
@@ -427,60 +320,10 @@ class PostgresStore:
             row = conn.execute(Q["schedule_upsert"], args).fetchone()
         return bool(row and row["created"])
 
-    def schedule_get(self, name: str) -> Schedule | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["schedule_get"], {"name": name}).fetchone()
-        return schedule_from_row(row) if row else None
-
-    def schedule_list(self) -> list[Schedule]:
-        with self._conn() as conn:
-            return [schedule_from_row(row) for row in conn.execute(Q["schedule_list"])]
-
-    def schedule_pause(self, name: str, paused: bool) -> Schedule | None:
-        with self._conn() as conn, conn.transaction():
-            row = conn.execute(Q["schedule_pause"], {"name": name, "paused": paused}).fetchone()
-            if row is not None and paused:
-                conn.execute(Q["schedule_cancel_ahead"], {"name": name, "all": False})
-        return schedule_from_row(row) if row else None
-
-    def schedule_remove(self, name: str) -> bool:
-        with self._conn() as conn, conn.transaction():
-            removed = conn.execute(Q["schedule_remove"], {"name": name}).fetchone() is not None
-            if removed:
-                conn.execute(Q["schedule_cancel_ahead"], {"name": name, "all": True})
-        return removed
-
-    def schedule_due(self, lookahead: timedelta) -> ScheduleDue:
-        with self._conn() as conn:
-            row = conn.execute(
-                Q["schedule_due"], {"lookahead": lookahead.total_seconds()}
-            ).fetchone()
-        assert row is not None
-        return ScheduleDue(list(row["names"]), row["next_tick"], row["db_now"])
-
-    def schedule_advance(self, name: str, decide: ScheduleDecision) -> ScheduleAdvance | None:
-        with self._conn() as conn, conn.transaction():
-            row = conn.execute(Q["schedule_lock"], {"name": name}).fetchone()
-            if row is None:
-                return None
-            advance = decide(schedule_from_row(row), row["db_now"])
-            if advance is None:
-                return None
-            for job in advance.jobs:
-                inserted = conn.execute(Q["job_insert_tick"], tick_args(job)).fetchone()
-                advance.inserted += inserted is not None
-            conn.execute(Q["schedule_record"], record_args(name, advance))
-        return advance
-
     # -- leadership -----------------------------------------------------------------------
 
     def leader_elector(self, duty: str, holder: str, ttl: float) -> PostgresElector:
         return PostgresElector(self.dsn, self.dsn_display, duty, holder, ttl)
-
-    def leader_get(self, duty: str) -> LeaderTerm | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["leader_get"], {"duty": duty}).fetchone()
-        return leader_term(row) if row else None
 
     def open_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display)

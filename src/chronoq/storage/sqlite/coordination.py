@@ -24,9 +24,9 @@ from chronoq.core.ratelimit import Bucket, Candidate, ClaimPlan, KeyLimit, Queue
 from chronoq.errors import ChronoqError
 from chronoq.storage.base import JobClaimParams, LeaderTerm
 from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
-from chronoq.storage.sqlfile import load_queries
+from chronoq.storage.sqlfile import load_dialect
 
-Q = load_queries("chronoq.storage.sqlite", "queries.sql")
+Q = load_dialect("chronoq.storage.sqlite")
 
 
 class _LeaderRows(Protocol):

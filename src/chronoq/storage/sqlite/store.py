@@ -14,36 +14,24 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import Claim, Job, RescueResult, Stat, Wakeup
-from chronoq.core.ratelimit import KeyLimit
+from chronoq.core.jobs import Claim, Job, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
-    DeadPurgeParams,
-    DeadRequeueParams,
-    DeadRequeueResult,
     JobClaimParams,
     JobFinishParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
-    JobListParams,
-    JobPruneParams,
-    JobRescueParams,
     LeaderTerm,
     Overview,
     OverviewParams,
-    QueueLimitParams,
-    QueueSettings,
-    ScheduleAdvance,
-    ScheduleDecision,
-    ScheduleDue,
     ScheduleUpsertParams,
 )
 from chronoq.storage.dsn import sqlite_path
@@ -55,22 +43,17 @@ from chronoq.storage.rows import (
     micros_to_datetime,
     overview_from_rows,
     overview_since,
-    queue_settings,
-    record_args,
-    rescue_result,
     retry_delay,
     schedule_args,
     schedule_from_row,
-    stats_from_rows,
-    storable_id,
     storable_text,
-    tick_args,
 )
-from chronoq.storage.sqlfile import load_migrations, load_queries
+from chronoq.storage.sqlfile import load_dialect
 from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
+from chronoq.storage.sqlstore import Connection, SqlStore
 
 T = TypeVar("T")
-Q = load_queries("chronoq.storage.sqlite", "queries.sql")
+Q = load_dialect("chronoq.storage.sqlite")
 BUSY_TIMEOUT_MS = 30_000
 CHANGE_POLL_SECONDS = 0.02
 BULK_THRESHOLD = 64  # from here on, keyless batches go through one executemany
@@ -80,8 +63,11 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-class SqliteStore:
+class SqliteStore(SqlStore):
     """`JobStore` on one SQLite file. Migrates itself on open: there is no server to prepare."""
+
+    Q = Q
+    MIGRATIONS = "chronoq.storage.sqlite"
 
     def __init__(self, dsn: str, *, migrate: bool = True) -> None:
         self.path = sqlite_path(dsn)
@@ -127,25 +113,47 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
 
-    # -- schema ---------------------------------------------------------------------------
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._write()  # one write transaction is all or nothing already
 
-    def migrate(self) -> list[str]:
-        applied: list[str] = []
-        with self._write() as db:
-            db.execute(Q["migrations_table"])
-            done = {row["name"] for row in db.execute(Q["migrations_applied"])}
-            for name, sql in load_migrations("chronoq.storage.sqlite"):
-                if name in done:
-                    continue
-                for statement in _statements(sql):
-                    db.execute(statement)
-                db.execute(Q["migrations_record"], {"name": name, "now": now_micros()})
-                applied.append(name)
-        return applied
+    # -- dialect hooks (see SqlStore) -----------------------------------------------------
 
-    def schema_present(self) -> bool:
-        with self._read() as db:
-            return bool(db.execute(Q["schema_check"]).fetchone()["present"])
+    def _lock_migrations(self, db: Connection) -> None:
+        pass  # BEGIN IMMEDIATE serialises migrations already
+
+    def _run_script(self, db: Connection, script: LiteralString) -> None:
+        for statement in _statements(script):
+            db.execute(statement)
+
+    def _clock(self) -> int:
+        return now_micros()
+
+    def _pinned(self, moment: datetime | None) -> int:
+        return _pinned(moment)
+
+    def _time_arg(self, moment: datetime | None) -> int | None:
+        return _micros(moment)
+
+    def _seconds_arg(self, seconds: float) -> int:
+        return int(seconds * 1_000_000)
+
+    def _array(self, values: Sequence[Any]) -> str:
+        return json.dumps(list(values))
+
+    def _time(self, value: Any) -> datetime | None:
+        return micros_to_datetime(value)
+
+    def _list(self, value: Any) -> list[Any]:
+        decoded: list[Any] = json.loads(value)
+        return decoded
+
+    def _job(self, row: Mapping[str, Any]) -> Job:
+        return _job(row)
+
+    def _schedule(self, row: Mapping[str, Any]) -> Schedule:
+        return _schedule(row)
+
+    # -- the clock ------------------------------------------------------------------------
 
     def db_now(self) -> datetime:
         now = micros_to_datetime(now_micros())
@@ -183,9 +191,6 @@ class SqliteStore:
         return [JobInsertResult(first + i, created=True) for i in range(count)]
 
     # -- the worker's statements ----------------------------------------------------------
-
-    def job_claim(self, params: JobClaimParams) -> list[Job]:
-        return self.job_claim_with_wakeup(params).jobs
 
     def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:
         # Everything in one write transaction: SQLite lives in this process, so statements cost
@@ -269,13 +274,6 @@ class SqliteStore:
             _count_fence_rejections(db, [(r.id, r.lease_token) for r in refs], accepted)
         return accepted
 
-    def job_rescue_expired(self, params: JobRescueParams) -> RescueResult:
-        with self._write() as db:
-            rows = db.execute(
-                Q["job_rescue_expired"], {"limit": params.limit, "now": _pinned(params.now)}
-            ).fetchall()
-        return rescue_result(rows)
-
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._read() as db:
             now = now_micros()
@@ -285,69 +283,6 @@ class SqliteStore:
         db_now = micros_to_datetime(now)
         assert db_now is not None
         return Wakeup(db_now, micros_to_datetime(next_run_at), micros_to_datetime(next_expiry))
-
-    # -- inspection and administration ----------------------------------------------------
-
-    def job_get(self, job_id: int) -> Job | None:
-        if not storable_id(job_id):
-            return None
-        with self._read() as db:
-            row = db.execute(Q["job_get"], {"id": job_id}).fetchone()
-        return _job(row) if row else None
-
-    def job_list(self, params: JobListParams) -> list[Job]:
-        args = {
-            "statuses": json.dumps([str(s) for s in params.statuses]),
-            "queue": params.queue,
-            "task": params.task,
-            "worker": params.worker,
-            "key": params.key,
-            "created_after": _micros(params.created_after),
-            "created_before": _micros(params.created_before),
-            "before_id": params.before_id,
-            "limit": params.limit,
-        }
-        with self._read() as db:
-            return [_job(row) for row in db.execute(Q["job_list"], args)]
-
-    def job_cancel(self, job_id: int) -> Job | None:
-        if not storable_id(job_id):
-            return None
-        with self._write() as db:
-            row = db.execute(Q["job_cancel"], {"id": job_id, "now": now_micros()}).fetchone()
-            if row is None:
-                row = db.execute(Q["job_get"], {"id": job_id}).fetchone()
-        return _job(row) if row else None
-
-    def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
-        args = {
-            "all": params.ids is None,
-            "ids": json.dumps(list(params.ids or [])),
-            "queue": params.queue,
-            "task": params.task,
-            "now": now_micros(),
-        }
-        with self._write() as db:
-            wanted = {row["id"] for row in db.execute(Q["dead_ids"], args)}
-            requeued = {row["id"] for row in db.execute(Q["dead_requeue"], args).fetchall()}
-        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
-
-    def dead_purge(self, params: DeadPurgeParams) -> int:
-        args = {
-            "older_than": int(params.older_than.total_seconds() * 1_000_000),
-            "queue": params.queue,
-            "task": params.task,
-            "all": params.ids is None,
-            "ids": json.dumps([i for i in params.ids or [] if storable_id(i)]),
-            "now": now_micros(),
-        }
-        with self._write() as db:
-            return db.execute(Q["dead_purge"], args).rowcount
-
-    def stats(self) -> list[Stat]:
-        with self._read() as db:
-            rows = db.execute(Q["stats"]).fetchall()
-        return stats_from_rows(rows)
 
     def overview(self, params: OverviewParams) -> Overview:
         now = now_micros()
@@ -364,122 +299,13 @@ class SqliteStore:
             finished = [] if since is None else db.execute(Q["overview_finished"], args).fetchall()
         return overview_from_rows(db_now, queues, finished, micros_to_datetime)
 
-    def job_prune(self, params: JobPruneParams) -> int:
-        args = {
-            "older_than": int(params.older_than.total_seconds() * 1_000_000),
-            "limit": params.limit,
-            "now": now_micros(),
-        }
-        with self._write() as db:
-            deleted = db.execute(Q["job_prune"], args).rowcount
-            db.execute(Q["key_buckets_prune"], {"now": args["now"]})
-        return deleted
-
-    # -- queues ---------------------------------------------------------------------------
-
-    def queue_list(self) -> list[QueueSettings]:
-        with self._read() as db:
-            rows = db.execute(Q["queue_list"], {"name": None}).fetchall()
-        return [queue_settings(row) for row in rows]
-
-    def queue_get(self, name: str) -> QueueSettings:
-        with self._read() as db:
-            row = db.execute(Q["queue_list"], {"name": name}).fetchone()
-        return queue_settings(row) if row else QueueSettings(name)
-
-    def queue_pause(self, name: str, paused: bool) -> QueueSettings:
-        with self._write() as db:
-            db.execute(Q["queue_pause"], {"name": name, "paused": paused, "now": now_micros()})
-        return self.queue_get(name)
-
-    def queue_limit(self, params: QueueLimitParams) -> QueueSettings:
-        args = {
-            "name": params.name,
-            "rate": params.rate,
-            "burst": params.burst if params.rate is not None else None,
-            "concurrency": params.concurrency,
-            "now": now_micros(),
-        }
-        with self._write() as db:
-            db.execute(Q["queue_limit"], args)
-        return self.queue_get(params.name)
-
-    def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings:
-        args = {"queue": queue, "pattern": limit.pattern, "rate": limit.rate, "burst": limit.burst}
-        with self._write() as db:
-            db.execute(Q["queue_ensure"], {"name": queue, "now": now_micros()})
-            db.execute(Q["key_limit_set"], args)
-        return self.queue_get(queue)
-
-    def key_limit_remove(self, queue: str, pattern: str) -> bool:
-        with self._write() as db:
-            args = {"queue": queue, "pattern": pattern}
-            return db.execute(Q["key_limit_remove"], args).rowcount > 0
-
-    # -- schedules ------------------------------------------------------------------------
+    # -- schedules: SQLite's upsert cannot tell an insert from an update ---------------
 
     def schedule_upsert(self, params: ScheduleUpsertParams) -> bool:
         with self._write() as db:
             existed = db.execute(Q["schedule_exists"], {"name": params.name}).fetchone()
             db.execute(Q["schedule_upsert"], schedule_args(params) | {"now": now_micros()})
         return existed is None
-
-    def schedule_get(self, name: str) -> Schedule | None:
-        with self._read() as db:
-            row = db.execute(Q["schedule_get"], {"name": name}).fetchone()
-        return _schedule(row) if row else None
-
-    def schedule_list(self) -> list[Schedule]:
-        with self._read() as db:
-            return [_schedule(row) for row in db.execute(Q["schedule_list"])]
-
-    def schedule_pause(self, name: str, paused: bool) -> Schedule | None:
-        now = now_micros()
-        with self._write() as db:
-            args = {"name": name, "paused": paused, "now": now}
-            row = db.execute(Q["schedule_pause"], args).fetchone()
-            if row is not None and paused:
-                db.execute(Q["schedule_cancel_ahead"], {"name": name, "all": False, "now": now})
-        return _schedule(row) if row else None
-
-    def schedule_remove(self, name: str) -> bool:
-        now = now_micros()
-        with self._write() as db:
-            removed = db.execute(Q["schedule_remove"], {"name": name}).fetchone() is not None
-            if removed:
-                db.execute(Q["schedule_cancel_ahead"], {"name": name, "all": True, "now": now})
-        return removed
-
-    def schedule_due(self, lookahead: timedelta) -> ScheduleDue:
-        now = now_micros()
-        horizon = now + int(lookahead.total_seconds() * 1_000_000)
-        with self._read() as db:
-            names = [
-                row["name"] for row in db.execute(Q["schedule_due_names"], {"horizon": horizon})
-            ]
-            next_tick = db.execute(Q["schedule_next_tick"]).fetchone()["next_tick"]
-        db_now = micros_to_datetime(now)
-        assert db_now is not None
-        return ScheduleDue(names, micros_to_datetime(next_tick), db_now)
-
-    def schedule_advance(self, name: str, decide: ScheduleDecision) -> ScheduleAdvance | None:
-        with self._write() as db:
-            now = now_micros()
-            row = db.execute(Q["schedule_lock"], {"name": name}).fetchone()
-            if row is None:
-                return None
-            db_now = micros_to_datetime(now)
-            assert db_now is not None
-            advance = decide(_schedule(row), db_now)
-            if advance is None:
-                return None
-            for job in advance.jobs:
-                args = tick_args(job, datetime_to_micros) | {"now": now}
-                advance.inserted += db.execute(Q["job_insert_tick"], args).fetchone() is not None
-            db.execute(
-                Q["schedule_record"], record_args(name, advance, datetime_to_micros) | {"now": now}
-            )
-        return advance
 
     # -- leadership -----------------------------------------------------------------------
 
@@ -501,11 +327,6 @@ class SqliteStore:
     def leader_forget(self, duty: str, holder: str) -> None:
         with self._write() as db:
             db.execute(Q["leader_forget"], {"duty": duty, "holder": holder, "now": now_micros()})
-
-    def leader_get(self, duty: str) -> LeaderTerm | None:
-        with self._read() as db:
-            row = db.execute(Q["leader_get"], {"duty": duty}).fetchone()
-        return leader_term(row, micros_to_datetime) if row else None
 
     def open_listener(self) -> SqliteListener:
         return SqliteListener(self.path)
