@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import time
 import traceback
 from collections.abc import Mapping
@@ -19,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Outcome
 from chronoq.errors import Discard, JobTimeout, Retry
+from chronoq.observability.eventlog import batch_extra
 from chronoq.storage.base import JobFinishParams
-from chronoq.worker.attempts import Attempt
+from chronoq.worker.attempts import Attempt, Holdings
 
 if TYPE_CHECKING:
     from chronoq.app import Task
 
+log = logging.getLogger("chronoq.worker")
 TRACEBACK_LIMIT = 4000
 MESSAGE_LIMIT = 2000
 
@@ -154,3 +157,29 @@ def timed_out(task: Task[Any, Any]) -> JobTimeout:
 def _discard_outcome(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+async def drain_in_flight(holdings: Holdings, grace: float, stop_now: asyncio.Event) -> None:
+    """At shutdown: give the handlers running `grace` seconds (less after `stop_now`), then
+    cancel what is left. A cancelled async handler reports its attempt as interrupted; a sync
+    one's thread cannot be stopped, and its attempt is abandoned to its lease."""
+    in_flight = [a for a in holdings if a.task is not None and not a.task.done()]
+    tasks = [a.task for a in in_flight if a.task is not None]
+    if not tasks:
+        return
+    worker_id = in_flight[0].ctx.worker_id
+    log.info(
+        "waiting up to %.0fs for %d job(s) in flight",
+        grace,
+        len(tasks),
+        extra=batch_extra("worker.drain", worker_id, [a.job for a in in_flight]),
+    )
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop_now.wait())
+    waiting: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.wait([waiting, stopped], timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # Let cancelled async jobs hand their results to the completer.
+    await asyncio.sleep(0)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job
 from chronoq.errors import ConfigError, StoreError
-from chronoq.observability.eventlog import EventLog, batch_extra
+from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import (
     AttemptAbandoned,
     AttemptStuck,
@@ -64,7 +64,7 @@ from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
 from chronoq.worker.dbsource import DbJobSource
-from chronoq.worker.executor import Executor, interrupted
+from chronoq.worker.executor import Executor, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
 from chronoq.worker.pacing import ClaimPacer, Pause
@@ -434,7 +434,7 @@ class Worker:
             await asyncio.wait_for(
                 self._release_buffered(), 1.0 if self._rt.stop_now.is_set() else 10.0
             )
-        await self._drain_in_flight()
+        await drain_in_flight(self.holdings, self.options.shutdown_grace, self._rt.stop_now)
         now = self._rt.stop_now.is_set()
         await self._rt.completer.report_all(1.0 if now else max(self.options.shutdown_grace, 5.0))
         for helper in helpers:
@@ -450,31 +450,6 @@ class Worker:
         waiting = self.holdings.take_buffered()
         if waiting:
             await self._give_back([attempt.job for attempt in waiting])
-
-    async def _drain_in_flight(self) -> None:
-        in_flight = [a for a in self.holdings if a.task is not None and not a.task.done()]
-        tasks = [a.task for a in in_flight if a.task is not None]
-        if not tasks:
-            return
-        log.info(
-            "waiting up to %.0fs for %d job(s) in flight",
-            self.options.shutdown_grace,
-            len(tasks),
-            extra=batch_extra("worker.drain", self.worker_id, [a.job for a in in_flight]),
-        )
-        stop_now: asyncio.Future[Any] = asyncio.ensure_future(self._rt.stop_now.wait())
-        waiting: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.wait(
-            [waiting, stop_now],
-            timeout=self.options.shutdown_grace,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        stop_now.cancel()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        # Let cancelled async jobs hand their results to the completer.
-        await asyncio.sleep(0)
 
 
 class _StoppedNow(Exception):
