@@ -88,6 +88,14 @@ REFUSED: list[Any] = [
         "between the years 1 and 9999",
         id="at-before-1",
     ),
+    pytest.param(
+        ["enqueue", "t", "--at", "2030-01-01T00:00:00Z"], "^error: --at is now --run-at$", id="at"
+    ),
+    pytest.param(
+        ["enqueue", "t", "--run-at", "2030-01-01T00:00:00Z", "--at=2030-01-01T00:00:00Z"],
+        "--at is now --run-at",
+        id="at-and-run-at",
+    ),
     pytest.param(["enqueue", "t", "--priority", "2147483648"], "priority must be", id="prio"),
     pytest.param(["enqueue", "t", "--priority", "1.5"], "not a whole number", id="prio-float"),
     pytest.param(["enqueue", "t", "--priority", "9" * 5000], "not a whole number", id="prio-5k"),
@@ -154,6 +162,16 @@ REFUSED: list[Any] = [
         id="grace-1e15",
     ),
     pytest.param(
+        ["schedule", "add", "s", "@daily", "--task", "t", "--tz", "UTC"],
+        "^error: --tz is now --zone$",
+        id="tz",
+    ),
+    pytest.param(
+        ["schedule", "add", "s", "@daily", "--task", "t", "--grace=5m"],
+        "^error: --grace is now --misfire-grace$",
+        id="grace",
+    ),
+    pytest.param(
         ["schedule", "add", "s", "@daily", "--task", "t", "--misfire", "catch_up"],
         "needs catch_up",
         id="catch-up-missing",
@@ -196,6 +214,7 @@ REFUSED: list[Any] = [
         id="sched-queue",
     ),
     # schedule preview
+    pytest.param(["schedule", "preview", "@daily", "--tz", "UTC"], "--tz is now --zone", id="p-tz"),
     pytest.param(["schedule", "preview", "@daily", "--count", "0"], "at least 1", id="count-0"),
     pytest.param(
         ["schedule", "preview", "@daily", "--count", "1001"], "at most 1000 ticks", id="count-1001"

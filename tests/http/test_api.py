@@ -132,6 +132,25 @@ def test_unknown_task_suggests_the_name(client: TestClient) -> None:
     assert "send_email" in error["message"]
 
 
+def test_the_old_field_at_is_refused_with_its_new_name(
+    client: TestClient, app: chronoq.App
+) -> None:
+    error = _error(client.post("/api/v1/jobs", json={"task": "cleanup", "at": LATER}), 422, "at")
+    assert error["message"] == "at: `at` is now called `run_at`"
+    both = {"task": "cleanup", "at": LATER, "run_at": LATER}
+    error = _error(client.post("/api/v1/jobs", json=both), 422, "at")
+    assert "`at`" in error["message"] and "`run_at`" in error["message"]
+    jobs = [{"task": "cleanup"}, {"task": "cleanup", "at": LATER}]
+    error = _error(client.post("/api/v1/jobs/batch", json={"jobs": jobs}), 422, "jobs[1].at")
+    assert "now called `run_at`" in error["message"]
+    assert _stored(app) == []
+
+
+def test_an_unknown_field_elsewhere_is_not_taken_for_a_renamed_one(client: TestClient) -> None:
+    error = _error(client.post("/api/v1/dead/purge", json={"all": True, "at": 1}), 422, "at")
+    assert "run_at" not in error["message"]
+
+
 def test_malformed_json_is_refused(client: TestClient, app: chronoq.App) -> None:
     response = client.post(
         "/api/v1/jobs", content=b'{"task": "cleanup",', headers={"Content-Type": "application/json"}
