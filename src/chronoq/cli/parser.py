@@ -13,10 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from chronoq.core.durations import parse_duration
-from chronoq.core.jobs import JobStatus
+from chronoq.core.jobs import MAX_ID, JobStatus
 from chronoq.errors import ChronoqError
 
-MAX_JOB_ID = 2**63 - 1
 MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -97,7 +96,7 @@ def job_id(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"job id {text!r} is not a number") from None
-    if not 1 <= value <= MAX_JOB_ID:
+    if not 1 <= value <= MAX_ID:
         raise argparse.ArgumentTypeError(f"job id {value} is out of range")
     return value
 
