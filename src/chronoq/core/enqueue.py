@@ -175,21 +175,22 @@ def prepare(
     if spec.run_at is not None and spec.delay is not None:
         raise ConfigError("give either `run_at` or `delay`, not both")
     misfire = _misfire(spec, task)
+    # An option left out skips its check's call: this runs once per job of a bulk enqueue.
     return build(
         queue=queue,
         task=spec.task,
         payload_json=payload_json,
         run_at=check_instant("run_at", spec.run_at) if spec.run_at is not None else None,
-        delay_seconds=delay_seconds(spec.delay),
+        delay_seconds=0.0 if spec.delay is None else delay_seconds(spec.delay),
         priority=_priority(spec.priority, task),
         max_attempts=_max_attempts(spec.max_attempts, task),
         lease_seconds=task.lease if task is not None else defaults.lease,
-        key=check_key(spec.key),
+        key=None if spec.key is None else check_key(spec.key),
         misfire=_POLICY_TEXT[misfire.policy],
         misfire_grace=(
             misfire.grace.total_seconds() if misfire.policy is MisfirePolicy.SKIP else None
         ),
-        rate_key=check_key(spec.rate_key, field="rate_key"),
+        rate_key=None if spec.rate_key is None else check_key(spec.rate_key, field="rate_key"),
     )
 
 
