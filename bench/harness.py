@@ -833,10 +833,13 @@ def poison_once(settings: Settings, window_s: float | None) -> PoisonResult:
         due = row[0] if row else None
         if not isinstance(due, datetime):
             raise BenchError(f"the database clock read {due!r}, not a timestamp")
-        work = (JobSpec("work", {"n": n}, queue=WORK_QUEUE, at=due) for n in range(jobs))
+        work = (JobSpec("work", {"n": n}, queue=WORK_QUEUE, run_at=due) for n in range(jobs))
         poisons = [
             JobSpec(
-                task, queue=POISON_QUEUE, priority=POISON_PRIORITY, at=due + timedelta(seconds=s)
+                task,
+                queue=POISON_QUEUE,
+                priority=POISON_PRIORITY,
+                run_at=due + timedelta(seconds=s),
             )
             for s, task in plan
         ]

@@ -101,9 +101,9 @@ class ChronoqPostgres(System):
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         if len(due) == 1:
-            self.app.enqueue("noop", {"t": due[0]}, at=_aware(due[0]))
+            self.app.enqueue("noop", {"t": due[0]}, run_at=_aware(due[0]))
             return
-        self.app.enqueue_many(JobSpec("noop", {"t": t}, at=_aware(t)) for t in due)
+        self.app.enqueue_many(JobSpec("noop", {"t": t}, run_at=_aware(t)) for t in due)
 
     def enqueue_future(self, count: int) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -135,7 +135,7 @@ class ChronoqPostgres(System):
         due = row[0] if row else None
         if not isinstance(due, datetime):
             raise RuntimeError(f"the database clock read {due!r}, not a timestamp")
-        self.herd_app().enqueue_many(JobSpec(HERD_TASK, at=due) for _ in range(count))
+        self.herd_app().enqueue_many(JobSpec(HERD_TASK, run_at=due) for _ in range(count))
         return _micros(due)
 
     def herd_unfinished(self, cap: int) -> int:

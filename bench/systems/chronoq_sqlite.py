@@ -67,7 +67,7 @@ class ChronoqSqlite(ChronoqPostgres):
         # database clock. The first whole second at least `lead` ahead, as on PostgreSQL.
         due_us = (now_micros() + round(lead * SECOND_US)) // SECOND_US * SECOND_US + SECOND_US
         due = datetime.fromtimestamp(due_us // SECOND_US, UTC)
-        self.herd_app().enqueue_many(JobSpec(HERD_TASK, at=due) for _ in range(count))
+        self.herd_app().enqueue_many(JobSpec(HERD_TASK, run_at=due) for _ in range(count))
         return due_us
 
     def herd_unfinished(self, cap: int) -> int:

@@ -12,9 +12,12 @@ send_email.defer(to="a@example.com", subject="hi", delay="4h")
 ```
 """
 
-from chronoq.app import App, Enqueued, JobSpec, Task
+import importlib.metadata
+
+from chronoq.app import App, Task
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
+from chronoq.core.enqueue import Enqueued, JobSpec
 from chronoq.core.jobs import Job, JobStatus, Outcome, Stat
 from chronoq.core.misfire import MisfirePolicy
 from chronoq.core.schedules import Schedule, ScheduleSpec
@@ -29,6 +32,7 @@ from chronoq.errors import (
     InvalidSchedule,
     JobLost,
     JobNotFound,
+    JobTimeout,
     KeyConflict,
     NaiveDatetime,
     PayloadTooLarge,
@@ -45,7 +49,8 @@ from chronoq.worker.context import JobContext
 from chronoq.worker.stats import WorkerStats
 from chronoq.worker.worker import Worker, WorkerOptions
 
-__version__ = "0.1.0"
+# pyproject.toml is the one place the version is written.
+__version__ = importlib.metadata.version("chronoq")
 
 __all__ = [
     "App",
@@ -66,6 +71,7 @@ __all__ = [
     "JobNotFound",
     "JobSpec",
     "JobStatus",
+    "JobTimeout",
     "KeyConflict",
     "MisfirePolicy",
     "NaiveDatetime",

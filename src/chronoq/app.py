@@ -19,42 +19,38 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import difflib
 import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
+from chronoq.core.enqueue import (
+    MAX_ATTEMPTS_LIMIT,
+    RENAMED_OPTIONS,
+    Enqueued,
+    EnqueueDefaults,
+    JobSpec,
+    did_you_mean,
+    prepare,
+)
 from chronoq.core.jobs import Job
-from chronoq.core.misfire import Misfire, MisfirePolicy
+from chronoq.core.misfire import RUN_LATE, Misfire, job_misfire
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import (
     PRIORITY_RANGE,
     PayloadShape,
-    check_instant,
     check_int,
-    check_key,
     check_name,
     check_positive_seconds,
-    delay_seconds,
-    encode_payload,
 )
-from chronoq.errors import ConfigError, ScheduleNotFound, UnknownQueue, UnknownTask
+from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
 from chronoq.observability.events import JobsEnqueued, Observers
-from chronoq.scheduling import (
-    RUN_LATE,
-    SyncReport,
-    job_misfire,
-    key_limit,
-    queue_limit_params,
-    schedule_params,
-)
+from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
 
@@ -68,7 +64,7 @@ R = TypeVar("R")
 RESERVED_OPTIONS = frozenset(
     {
         "delay",
-        "at",
+        "run_at",
         "key",
         "queue",
         "priority",
@@ -79,27 +75,6 @@ RESERVED_OPTIONS = frozenset(
         "rate_key",
     }
 )
-MAX_ATTEMPTS_LIMIT = 1000
-
-Enqueued = JobInsertResult
-"""What enqueue returns: the job `id`, and `created=False` when a live job already had the key."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """One job for `App.enqueue_many`."""
-
-    task: str
-    payload: dict[str, Any] | None = None
-    at: datetime | None = None
-    delay: timedelta | float | str | None = None
-    queue: str | None = None
-    key: str | None = None
-    priority: int | None = None
-    max_attempts: int | None = None
-    misfire: str | None = None
-    misfire_grace: timedelta | float | str | None = None
-    rate_key: str | None = None
 
 
 class Task(Generic[P, R]):
@@ -140,9 +115,9 @@ class Task(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def defer(self, **payload_and_options: Any) -> Enqueued:
-        """Enqueue a job; options `delay`, `at`, `key`, `queue`, `priority`, `max_attempts`,
-        `misfire`, `misfire_grace`, `rate_key` and `conn` are taken out, every other keyword is
-        the payload."""
+        """Enqueue a job; options `delay`, `run_at`, `key`, `queue`, `priority`,
+        `max_attempts`, `misfire`, `misfire_grace`, `rate_key` and `conn` are taken out, every
+        other keyword is the payload."""
         options, payload = _split_options(payload_and_options)
         return self.app.enqueue(self.name, payload, **options)
 
@@ -268,7 +243,7 @@ class App:
     def get_task(self, name: str) -> Task[Any, Any]:
         task = self.tasks.get(name)
         if task is None:
-            raise UnknownTask(f"unknown task {name!r}{_did_you_mean(name, self.tasks)}")
+            raise UnknownTask(f"unknown task {name!r}{did_you_mean(name, self.tasks)}")
         return task
 
     # -- store ----------------------------------------------------------------------------
@@ -303,7 +278,6 @@ class App:
         task: str,
         payload: dict[str, Any] | None = None,
         *,
-        at: datetime | None = None,
         run_at: datetime | None = None,
         delay: timedelta | float | str | None = None,
         queue: str | None = None,
@@ -324,37 +298,44 @@ class App:
         spec = JobSpec(
             task,
             payload,
-            at or run_at,
-            delay,
-            queue,
-            key,
-            priority,
-            max_attempts,
-            misfire,
-            misfire_grace,
-            rate_key,
+            run_at=run_at,
+            delay=delay,
+            queue=queue,
+            key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            misfire=misfire,
+            misfire_grace=misfire_grace,
+            rate_key=rate_key,
         )
-        prepared = self.prepare(spec)
-        [result] = self.store.job_insert_many([prepared], conn=conn)
-        if result.created:
-            self.observers.emit(JobsEnqueued(prepared.queue, prepared.task, 1))
-        return result
+        return self._insert_many([self._preparer()(spec)], conn)[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
         """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set).
         One invalid job refuses the whole batch, and nothing is stored."""
         specs = list(specs)
+        to_params = self._preparer()
         if conn is None and len(specs) > 1 and all(spec.key is None for spec in specs):
             # Jobs are validated as they are written: in a transaction of the store's own, so
             # a bad one still rolls back everything. A caller's transaction is never put at
             # risk that way; its jobs are all validated before the first is sent.
-            if not self.observers.wants(JobsEnqueued):
-                return self.store.job_insert_stream(len(specs), map(self.prepare, specs))
-            sent: list[JobInsertParams] = []
-            results = self.store.job_insert_stream(len(specs), self._prepared(specs, sent))
-            return self._count_enqueued(sent, results)
-        prepared = [self.prepare(spec) for spec in specs]
-        return self._count_enqueued(prepared, self.store.job_insert_many(prepared, conn=conn))
+            return self._insert_stream(len(specs), map(to_params, specs))
+        return self._insert_many([to_params(spec) for spec in specs], conn)
+
+    def prepare(self, spec: JobSpec) -> JobInsertParams:
+        """Check a job against this app's tasks and defaults, fill in what it leaves out and
+        turn it into store parameters (`chronoq.core.enqueue.prepare`); raises before anything
+        is stored."""
+        return self._preparer()(spec)
+
+    def enqueue_prepared(
+        self, jobs: Sequence[JobInsertParams], *, conn: Any = None
+    ) -> list[Enqueued]:
+        """Store jobs that `prepare` returned, as `enqueue_many` would (for a producer that
+        checks each job first to say which one is at fault, as the HTTP API does)."""
+        if conn is None and len(jobs) > 1 and all(job.key is None for job in jobs):
+            return self._insert_stream(len(jobs), iter(jobs))
+        return self._insert_many(list(jobs), conn)
 
     async def enqueue_async(
         self,
@@ -365,92 +346,58 @@ class App:
         **options: Any,
     ) -> Enqueued:
         """`enqueue` for async code. An async psycopg connection joins its transaction."""
-        if conn is not None and _is_async_connection(conn):
-            spec = _spec_from_options(task, payload, options)
-            return (await self._insert_async(conn, [self.prepare(spec)]))[0]
-        return await asyncio.to_thread(lambda: self.enqueue(task, payload, conn=conn, **options))
+        spec = _spec_from_options(task, payload, options)
+        return (await self.enqueue_many_async([spec], conn=conn))[0]
 
     async def enqueue_many_async(
         self, specs: Iterable[JobSpec], *, conn: Any = None
     ) -> list[Enqueued]:
         if conn is not None and _is_async_connection(conn):
-            return await self._insert_async(conn, [self.prepare(spec) for spec in specs])
+            to_params = self._preparer()
+            return await self._insert_async(conn, [to_params(spec) for spec in specs])
         return await asyncio.to_thread(lambda: self.enqueue_many(specs, conn=conn))
 
-    async def _insert_async(self, conn: Any, prepared: list[JobInsertParams]) -> list[Enqueued]:
-        insert: Callable[..., Awaitable[list[Enqueued]]] | None = getattr(
+    def _enqueue_defaults(self) -> EnqueueDefaults:
+        config = self.config  # read at each enqueue: a command may give the app another DSN
+        return EnqueueDefaults(config.default_queue, config.default_lease, config.payload_limit)
+
+    def _preparer(self) -> Callable[[JobSpec], JobInsertParams]:
+        """A job spec to the store's insert parameters, in one pass through `prepare`."""
+        tasks, defaults = self.tasks, self._enqueue_defaults()
+        return lambda spec: prepare(spec, tasks, defaults, JobInsertParams)
+
+    def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
+        if not self.observers.wants(JobsEnqueued):
+            return _enqueued(self.store.job_insert_stream(count, params))
+        sent: list[JobInsertParams] = []
+        results = self.store.job_insert_stream(count, _kept(params, sent))
+        return self._count_enqueued(sent, results)
+
+    def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:
+        return self._count_enqueued(params, self.store.job_insert_many(params, conn=conn))
+
+    async def _insert_async(self, conn: Any, params: list[JobInsertParams]) -> list[Enqueued]:
+        insert: Callable[..., Awaitable[list[JobInsertResult]]] | None = getattr(
             self.store, "job_insert_many_async", None
         )
         if insert is None:
             raise ConfigError("an async connection can only join a PostgreSQL store")
-        return self._count_enqueued(prepared, await insert(prepared, conn))
-
-    def _prepared(
-        self, specs: Iterable[JobSpec], sent: list[JobInsertParams]
-    ) -> Iterator[JobInsertParams]:
-        """`prepare` each spec as the store takes it, keeping what was sent for the count."""
-        for spec in specs:
-            prepared = self.prepare(spec)
-            sent.append(prepared)
-            yield prepared
+        return self._count_enqueued(params, await insert(params, conn))
 
     def _count_enqueued(
-        self, prepared: Sequence[JobInsertParams], results: list[Enqueued]
+        self, params: Sequence[JobInsertParams], results: list[JobInsertResult]
     ) -> list[Enqueued]:
         """Count the jobs created (not those whose key a live job held). In a caller's
         transaction they are counted when the insert returns, whether it commits or not."""
         if self.observers.wants(JobsEnqueued):
             created = collections.Counter(
-                (params.queue, params.task)
-                for params, result in zip(prepared, results, strict=True)
+                (job.queue, job.task)
+                for job, result in zip(params, results, strict=True)
                 if result.created
             )
             for (queue, task), count in created.items():
                 self.observers.emit(JobsEnqueued(queue, task, count))
-        return results
-
-    def prepare(self, spec: JobSpec) -> JobInsertParams:
-        """Validate a job and turn it into store parameters; raises before anything is stored."""
-        # A registered task's name was checked when it was registered.
-        known = self.tasks.get(spec.task) if isinstance(spec.task, str) else None
-        if known is None:
-            check_name("task", spec.task)
-        if known is None and self.tasks:
-            raise UnknownTask(f"unknown task {spec.task!r}{_did_you_mean(spec.task, self.tasks)}")
-        queue = self._queue_for(spec, known)
-        payload_json = encode_payload(spec.task, spec.payload, self.config.payload_limit)
-        if known is not None:
-            known.payload_shape.check(spec.payload or {})
-        if spec.at is not None and spec.delay is not None:
-            raise ConfigError("give either `at` or `delay`, not both")
-        misfire = _misfire(spec, known)
-        return JobInsertParams(
-            queue=queue,
-            task=spec.task,
-            payload_json=payload_json,
-            run_at=check_instant("at", spec.at) if spec.at is not None else None,
-            delay_seconds=delay_seconds(spec.delay),
-            priority=_priority(spec, known),
-            max_attempts=_max_attempts(spec, known),
-            lease_seconds=known.lease if known else self.config.default_lease,
-            key=check_key(spec.key),
-            misfire=str(misfire.policy),
-            misfire_grace=(
-                misfire.grace.total_seconds() if misfire.policy is MisfirePolicy.SKIP else None
-            ),
-            rate_key=check_key(spec.rate_key, field="rate_key"),
-        )
-
-    def _queue_for(self, spec: JobSpec, known: Task[Any, Any] | None) -> str:
-        if spec.queue is None:
-            return known.queue if known else self.config.default_queue
-        queue = check_name("queue", spec.queue)
-        if self.tasks and queue not in self.queues:
-            raise UnknownQueue(
-                f"unknown queue {queue!r}: no task of this app uses it"
-                f"{_did_you_mean(queue, self.queues)}"
-            )
-        return queue
+        return _enqueued(results)
 
     # -- schedules and limits -------------------------------------------------------------
 
@@ -460,25 +407,25 @@ class App:
         task: str | Task[Any, Any] | None = None,
         *,
         name: str | None = None,
-        tz: str = "UTC",
+        zone: str = "UTC",
         payload: dict[str, Any] | None = None,
         queue: str | None = None,
         priority: int | None = None,
         misfire: str = "coalesce",
-        grace: timedelta | float | str | None = None,
+        misfire_grace: timedelta | float | str | None = None,
         catch_up: int | None = None,
         jitter: timedelta | float | str | None = None,
     ) -> Any:
         """Declare a recurring schedule, stored when a scheduler starts (`App.sync`).
 
         `cadence` is a cron expression ("0 9 * * mon-fri") or an interval ("every 30s"),
-        read in the IANA zone `tz`. `misfire` says what happens to ticks the scheduler got
-        to later than `grace`: "coalesce" (the default: one job for all of them, carrying
-        their count), "run_late", "skip", or "catch_up" with `catch_up=N`. `jitter` spreads
-        each tick's run over a window. Without `task`, it decorates a task or a function
+        read in the IANA time zone `zone`. `misfire` says what happens to ticks the scheduler
+        got to later than `misfire_grace`: "coalesce" (the default: one job for all of them,
+        carrying their count), "run_late", "skip", or "catch_up" with `catch_up=N`. `jitter`
+        spreads each tick's run over a window. Without `task`, it decorates a task or a function
         (registered as a task)::
 
-            @app.schedule("0 9 * * *", tz="Europe/Paris")
+            @app.schedule("0 9 * * *", zone="Europe/Paris")
             @app.task
             def digest() -> None: ...
         """
@@ -492,12 +439,12 @@ class App:
                 name=name or task_name,
                 cadence=cadence,
                 task=task_name,
-                zone=tz,
+                zone=zone,
                 payload=payload,
                 queue=queue,
                 priority=priority,
                 misfire=misfire,
-                grace=grace,
+                misfire_grace=misfire_grace,
                 catch_up=catch_up,
                 jitter=jitter,
             )
@@ -521,7 +468,7 @@ class App:
         queue: str | None = None,
         priority: int | None = None,
         misfire: str = "coalesce",
-        grace: timedelta | float | str | None = None,
+        misfire_grace: timedelta | float | str | None = None,
         catch_up: int | None = None,
         jitter: timedelta | float | str | None = None,
     ) -> ScheduleSpec:
@@ -536,7 +483,7 @@ class App:
             zone=zone,
             priority=job.priority,
             misfire=misfire,
-            grace=grace,
+            misfire_grace=misfire_grace,
             catch_up=catch_up,
             jitter=jitter,
         )
@@ -618,28 +565,6 @@ class App:
         return self.store.job_get(job_id)
 
 
-def _misfire(spec: JobSpec, known: Task[Any, Any] | None) -> Misfire:
-    """The job's own misfire rule, else its task's, else "run_late"."""
-    if spec.misfire is None and spec.misfire_grace is None:
-        return known.misfire if known is not None else RUN_LATE
-    policy = spec.misfire or (known.misfire.policy if known is not None else "skip")
-    return job_misfire(str(policy), spec.misfire_grace)
-
-
-def _max_attempts(spec: JobSpec, known: Task[Any, Any] | None) -> int | None:
-    """The job's own number, else its task's; None lets the claiming worker decide."""
-    if spec.max_attempts is not None:
-        return check_int("max_attempts", spec.max_attempts, 1, MAX_ATTEMPTS_LIMIT)
-    return known.max_attempts if known is not None else None
-
-
-def _priority(spec: JobSpec, known: Task[Any, Any] | None) -> int:
-    """The job's own priority, else its task's, else 0."""
-    if spec.priority is not None:
-        return check_int("priority", spec.priority, *PRIORITY_RANGE)
-    return known.priority if known is not None else 0
-
-
 def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:
     """Does the handler take a JobContext first? Returns that and the payload's signature."""
     signature = inspect.signature(fn)
@@ -659,7 +584,7 @@ def _is_context_param(param: inspect.Parameter) -> bool:
 
 
 def _refuse_reserved(task: str, signature: inspect.Signature) -> None:
-    clash = sorted(RESERVED_OPTIONS & set(signature.parameters))
+    clash = sorted((RESERVED_OPTIONS | RENAMED_OPTIONS.keys()) & set(signature.parameters))
     if clash:
         raise ConfigError(
             f"task {task!r} has parameters named {', '.join(clash)}, which Task.defer uses for "
@@ -668,6 +593,7 @@ def _refuse_reserved(task: str, signature: inspect.Signature) -> None:
 
 
 def _split_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    _refuse_renamed(values)
     options = {k: v for k, v in values.items() if k in RESERVED_OPTIONS}
     payload = {k: v for k, v in values.items() if k not in RESERVED_OPTIONS}
     return options, payload
@@ -676,31 +602,36 @@ def _split_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 def _spec_from_options(
     task: str, payload: dict[str, Any] | None, options: dict[str, Any]
 ) -> JobSpec:
-    unknown = set(options) - (RESERVED_OPTIONS - {"conn"} | {"run_at"})
+    _refuse_renamed(options)
+    unknown = set(options) - (RESERVED_OPTIONS - {"conn"})
     if unknown:
         raise ConfigError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-    return JobSpec(
-        task,
-        payload,
-        options.get("at") or options.get("run_at"),
-        options.get("delay"),
-        options.get("queue"),
-        options.get("key"),
-        options.get("priority"),
-        options.get("max_attempts"),
-        options.get("misfire"),
-        options.get("misfire_grace"),
-        options.get("rate_key"),
-    )
+    return JobSpec(task, payload, **options)
+
+
+def _refuse_renamed(options: dict[str, Any]) -> None:
+    for old, new in RENAMED_OPTIONS.items():
+        if old in options and new in options:
+            raise ConfigError(
+                f"`{old}` and `{new}` are both given: `{old}` is the old name of `{new}`; "
+                f"give `{new}` alone"
+            )
+        if old in options:
+            raise ConfigError(f"the option `{old}` is now called `{new}`")
+
+
+def _enqueued(results: Iterable[JobInsertResult]) -> list[Enqueued]:
+    return [Enqueued(result.id, result.created) for result in results]
+
+
+def _kept(
+    params: Iterator[JobInsertParams], sent: list[JobInsertParams]
+) -> Iterator[JobInsertParams]:
+    """Pass the parameters on as the store takes them, keeping each for the count."""
+    for job in params:
+        sent.append(job)
+        yield job
 
 
 def _is_async_connection(conn: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(conn, "execute", None))
-
-
-def _did_you_mean(name: str, choices: Iterable[str]) -> str:
-    options: Sequence[str] = sorted(choices)
-    close = difflib.get_close_matches(name, options, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f"; known: {', '.join(options)}" if options else ""

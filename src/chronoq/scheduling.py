@@ -1,11 +1,9 @@
-"""Schedules, misfire rules and limits as the app declares them, turned into store parameters."""
+"""Schedules and limits as the app declares them, turned into store parameters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
-from chronoq.core.misfire import Misfire, MisfirePolicy
 from chronoq.core.ratelimit import (
     KeyLimit,
     check_burst,
@@ -15,10 +13,7 @@ from chronoq.core.ratelimit import (
 )
 from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import check_name, encode_payload
-from chronoq.errors import InvalidSchedule
 from chronoq.storage.base import QueueLimitParams, ScheduleUpsertParams
-
-RUN_LATE = Misfire(MisfirePolicy.RUN_LATE)
 
 
 @dataclass(slots=True)
@@ -28,18 +23,6 @@ class SyncReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     undeclared: list[str] = field(default_factory=list)
-
-
-def job_misfire(policy: str, grace: timedelta | float | str | None) -> Misfire:
-    """A one-off job's rule: "run_late" or "skip" (coalesce and catch_up are about a
-    schedule's missed ticks, which a one-off job does not have)."""
-    rule = Misfire.parse(policy, grace)
-    if rule.policy not in (MisfirePolicy.RUN_LATE, MisfirePolicy.SKIP):
-        raise InvalidSchedule(
-            f"misfire policy {policy!r} applies to schedules only; a one-off job takes "
-            "'run_late' or 'skip'"
-        )
-    return rule
 
 
 def schedule_params(spec: ScheduleSpec, payload_limit: int, origin: str) -> ScheduleUpsertParams:

@@ -78,7 +78,7 @@ def poison(ctx: chronoq.JobContext) -> None:
     os._exit(3)
 
 
-@app.schedule("every 1s", misfire="run_late", grace="1h")
+@app.schedule("every 1s", misfire="run_late", misfire_grace="1h")
 @app.task(queue="ticks", lease=LEASE, max_attempts=MAX_ATTEMPTS)
 def tick(ctx: chronoq.JobContext) -> None:
     EFFECTS.end(EFFECTS.start(ctx))

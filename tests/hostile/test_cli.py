@@ -71,22 +71,30 @@ REFUSED: list[Any] = [
     pytest.param(["enqueue", "t", "--delay", "nan"], "not a number", id="delay-nan"),
     pytest.param(["enqueue", "t", "--delay", "36501d"], "longer than 100 years", id="delay-101y"),
     pytest.param(
-        ["enqueue", "t", "--delay", "5s", "--at", "2030-01-01T00:00:00Z"],
+        ["enqueue", "t", "--delay", "5s", "--run-at", "2030-01-01T00:00:00Z"],
         "not allowed with argument",
         id="delay-and-at",
     ),
-    pytest.param(["enqueue", "t", "--at", "2030-01-01T09:00"], "has no UTC offset", id="naive"),
-    pytest.param(["enqueue", "t", "--at", "tomorrow"], "not an ISO 8601", id="at-words"),
-    pytest.param(["enqueue", "t", "--at", "2030-02-30T00:00Z"], "not an ISO 8601", id="feb-30"),
+    pytest.param(["enqueue", "t", "--run-at", "2030-01-01T09:00"], "has no UTC offset", id="naive"),
+    pytest.param(["enqueue", "t", "--run-at", "tomorrow"], "not an ISO 8601", id="at-words"),
+    pytest.param(["enqueue", "t", "--run-at", "2030-02-30T00:00Z"], "not an ISO 8601", id="feb-30"),
     pytest.param(
-        ["enqueue", "t", "--at", "9999-12-31T23:59:59-14:00"],
+        ["enqueue", "t", "--run-at", "9999-12-31T23:59:59-14:00"],
         "between the years 1 and 9999",
         id="at-after-9999",
     ),
     pytest.param(
-        ["enqueue", "t", "--at", "0001-01-01T00:00:00+14:00"],
+        ["enqueue", "t", "--run-at", "0001-01-01T00:00:00+14:00"],
         "between the years 1 and 9999",
         id="at-before-1",
+    ),
+    pytest.param(
+        ["enqueue", "t", "--at", "2030-01-01T00:00:00Z"], "^error: --at is now --run-at$", id="at"
+    ),
+    pytest.param(
+        ["enqueue", "t", "--run-at", "2030-01-01T00:00:00Z", "--at=2030-01-01T00:00:00Z"],
+        "--at is now --run-at",
+        id="at-and-run-at",
     ),
     pytest.param(["enqueue", "t", "--priority", "2147483648"], "priority must be", id="prio"),
     pytest.param(["enqueue", "t", "--priority", "1.5"], "not a whole number", id="prio-float"),
@@ -114,17 +122,17 @@ REFUSED: list[Any] = [
         ["schedule", "add", "s", "every 500ms", "--task", "t"], "at least 1s", id="every-500ms"
     ),
     pytest.param(
-        ["schedule", "add", "s", "@daily", "--task", "t", "--tz", "../../etc/passwd"],
+        ["schedule", "add", "s", "@daily", "--task", "t", "--zone", "../../etc/passwd"],
         "unknown time zone",
         id="tz-traversal",
     ),
     pytest.param(
-        ["schedule", "add", "s", "@daily", "--task", "t", "--tz", f"UTC{SQL}"],
+        ["schedule", "add", "s", "@daily", "--task", "t", "--zone", f"UTC{SQL}"],
         "unknown time zone",
         id="tz-sql",
     ),
     pytest.param(
-        ["schedule", "add", "s", "@daily", "--task", "t", "--tz", "localtime"],
+        ["schedule", "add", "s", "@daily", "--task", "t", "--zone", "localtime"],
         "depends on the host",
         id="tz-localtime",
     ),
@@ -144,14 +152,24 @@ REFUSED: list[Any] = [
         id="jitter-inf",
     ),
     pytest.param(
-        ["schedule", "add", "s", "@daily", "--task", "t", "--grace=-5s"],
+        ["schedule", "add", "s", "@daily", "--task", "t", "--misfire-grace=-5s"],
         "must not be negative",
         id="grace-negative",
     ),
     pytest.param(
-        ["schedule", "add", "s", "@daily", "--task", "t", "--grace", "1e15"],
+        ["schedule", "add", "s", "@daily", "--task", "t", "--misfire-grace", "1e15"],
         "100 years",
         id="grace-1e15",
+    ),
+    pytest.param(
+        ["schedule", "add", "s", "@daily", "--task", "t", "--tz", "UTC"],
+        "^error: --tz is now --zone$",
+        id="tz",
+    ),
+    pytest.param(
+        ["schedule", "add", "s", "@daily", "--task", "t", "--grace=5m"],
+        "^error: --grace is now --misfire-grace$",
+        id="grace",
     ),
     pytest.param(
         ["schedule", "add", "s", "@daily", "--task", "t", "--misfire", "catch_up"],
@@ -196,6 +214,7 @@ REFUSED: list[Any] = [
         id="sched-queue",
     ),
     # schedule preview
+    pytest.param(["schedule", "preview", "@daily", "--tz", "UTC"], "--tz is now --zone", id="p-tz"),
     pytest.param(["schedule", "preview", "@daily", "--count", "0"], "at least 1", id="count-0"),
     pytest.param(
         ["schedule", "preview", "@daily", "--count", "1001"], "at most 1000 ticks", id="count-1001"
@@ -214,7 +233,7 @@ REFUSED: list[Any] = [
         id="preview-cron-past-9999",
     ),
     pytest.param(
-        ["schedule", "preview", "@daily", "--tz", "../../etc/passwd"],
+        ["schedule", "preview", "@daily", "--zone", "../../etc/passwd"],
         "unknown time zone",
         id="preview-tz",
     ),
@@ -361,8 +380,8 @@ def test_look_ups_of_injected_names_find_nothing_and_change_nothing(
 @pytest.mark.parametrize(
     ("argv", "lines"),
     [
-        pytest.param(["enqueue", "t", "--at", "0001-01-01T00:00:00+00:00"], 1, id="at-year-1"),
-        pytest.param(["enqueue", "t", "--at", "9999-12-31T23:59:59.999999Z"], 1, id="at-9999"),
+        pytest.param(["enqueue", "t", "--run-at", "0001-01-01T00:00:00+00:00"], 1, id="at-year-1"),
+        pytest.param(["enqueue", "t", "--run-at", "9999-12-31T23:59:59.999999Z"], 1, id="at-9999"),
         pytest.param(["enqueue", "t", "--payload", _nested(256)], 1, id="256-deep"),
         pytest.param(
             ["schedule", "preview", "every 1s", "--from", "9999-12-31T23:00:00Z", "--count=1000"],
@@ -370,7 +389,7 @@ def test_look_ups_of_injected_names_find_nothing_and_change_nothing(
             id="preview-1000-near-9999",
         ),
         pytest.param(
-            ["schedule", "preview", "0 0 29 2 *", "--tz", "Pacific/Kiritimati"], 5, id="leap-days"
+            ["schedule", "preview", "0 0 29 2 *", "--zone", "Pacific/Kiritimati"], 5, id="leap-days"
         ),
     ],
 )

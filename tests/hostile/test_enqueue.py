@@ -95,32 +95,32 @@ FAR_EAST = timezone(timedelta(hours=14))
 
 BAD_OPTIONS = [
     # when
-    pytest.param({"at": datetime(2030, 1, 1)}, NaiveDatetime, "has no time zone", id="naive"),
-    pytest.param({"at": "2030-01-01T00:00Z"}, ConfigError, "must be a datetime", id="at-text"),
-    pytest.param({"at": date(2030, 1, 1)}, ConfigError, "must be a datetime", id="at-date"),
-    pytest.param({"at": 1.9e9}, ConfigError, "must be a datetime", id="at-timestamp"),
+    pytest.param({"run_at": datetime(2030, 1, 1)}, NaiveDatetime, "has no time zone", id="naive"),
+    pytest.param({"run_at": "2030-01-01T00:00Z"}, ConfigError, "must be a datetime", id="at-text"),
+    pytest.param({"run_at": date(2030, 1, 1)}, ConfigError, "must be a datetime", id="at-date"),
+    pytest.param({"run_at": 1.9e9}, ConfigError, "must be a datetime", id="at-timestamp"),
     pytest.param(
-        {"at": datetime.max.replace(tzinfo=FAR_WEST)},
+        {"run_at": datetime.max.replace(tzinfo=FAR_WEST)},
         ConfigError,
         "between the years 1 and 9999 in UTC",
         id="at-after-9999-in-utc",
     ),
     pytest.param(
-        {"at": datetime.min.replace(tzinfo=FAR_EAST)},
+        {"run_at": datetime.min.replace(tzinfo=FAR_EAST)},
         ConfigError,
         "between the years 1 and 9999 in UTC",
         id="at-before-1-in-utc",
     ),
     pytest.param(
-        {"at": datetime(2030, 1, 1, tzinfo=_AbsurdOffset())},
+        {"run_at": datetime(2030, 1, 1, tzinfo=_AbsurdOffset())},
         ConfigError,
         "between the years 1 and 9999",
         id="at-absurd-offset",
     ),
     pytest.param(
-        {"at": datetime(2030, 1, 1, tzinfo=UTC), "delay": 5},
+        {"run_at": datetime(2030, 1, 1, tzinfo=UTC), "delay": 5},
         ConfigError,
-        "either `at` or `delay`",
+        "either `run_at` or `delay`",
         id="at-and-delay",
     ),
     pytest.param({"delay": -1}, InvalidDuration, "must not be negative", id="negative"),
@@ -261,20 +261,22 @@ YEAR_1 = datetime(1, 1, 1, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("options", "then"),
     [
-        pytest.param({"at": YEAR_1}, JobStatus.RUNNING, id="year-1"),
-        pytest.param({"at": datetime(1, 1, 1, 14, tzinfo=FAR_EAST)}, JobStatus.RUNNING),
+        pytest.param({"run_at": YEAR_1}, JobStatus.RUNNING, id="year-1"),
+        pytest.param({"run_at": datetime(1, 1, 1, 14, tzinfo=FAR_EAST)}, JobStatus.RUNNING),
         pytest.param(
-            {"at": datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)},
+            {"run_at": datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)},
             JobStatus.PENDING,
             id="last-instant",
         ),
-        pytest.param({"at": datetime(9999, 12, 31, 9, 59, tzinfo=FAR_WEST)}, JobStatus.PENDING),
+        pytest.param({"run_at": datetime(9999, 12, 31, 9, 59, tzinfo=FAR_WEST)}, JobStatus.PENDING),
         pytest.param({"delay": timedelta(days=36500)}, JobStatus.PENDING, id="100-years"),
         pytest.param(
-            {"at": YEAR_1, "misfire": "skip", "misfire_grace": 0}, JobStatus.SKIPPED, id="no-grace"
+            {"run_at": YEAR_1, "misfire": "skip", "misfire_grace": 0},
+            JobStatus.SKIPPED,
+            id="no-grace",
         ),
         pytest.param(
-            {"at": YEAR_1, "misfire": "skip", "misfire_grace": timedelta(days=36500)},
+            {"run_at": YEAR_1, "misfire": "skip", "misfire_grace": timedelta(days=36500)},
             JobStatus.SKIPPED,
             id="longest-grace",
         ),
@@ -286,8 +288,8 @@ def test_extreme_but_legal_options_are_stored_exactly(
     arena: Arena, options: dict[str, Any], then: JobStatus
 ) -> None:
     job = _job(arena, arena.app.enqueue("plain", {"a": 1}, queue="extreme", **options).id)
-    if "at" in options:
-        assert job.run_at == options["at"]
+    if "run_at" in options:
+        assert job.run_at == options["run_at"]
     for field in ("priority", "max_attempts", "misfire"):
         if field in options:
             assert getattr(job, field) == options[field]
@@ -323,7 +325,7 @@ def _register(arena: Arena) -> Any:
         pytest.param({"name": "x", "delay": -1}, InvalidDuration, "negative", id="delay"),
         pytest.param({"name": "x", "priority": True}, ConfigError, "got True", id="priority"),
         pytest.param(
-            {"name": "x", "at": datetime(2030, 1, 1)}, NaiveDatetime, "time zone", id="naive"
+            {"name": "x", "run_at": datetime(2030, 1, 1)}, NaiveDatetime, "time zone", id="naive"
         ),
     ],
 )
@@ -359,7 +361,7 @@ def test_unknown_tasks_are_refused_by_an_app_with_tasks(
     [
         pytest.param(JobSpec("plain", deep(2000)), InvalidPayload, "nested", id="deep"),
         pytest.param(
-            JobSpec("plain", at=datetime.max.replace(tzinfo=FAR_WEST)),
+            JobSpec("plain", run_at=datetime.max.replace(tzinfo=FAR_WEST)),
             ConfigError,
             "years 1 and 9999",
             id="at-out-of-range",

@@ -61,14 +61,16 @@ BAD_SCHEDULES = [
     pytest.param({"jitter": timedelta.max}, InvalidSchedule, "1 day", id="jitter-max"),
     pytest.param({"jitter": True}, InvalidSchedule, "duration such as", id="jitter-bool"),
     # misfire grace and policy
-    pytest.param({"grace": -1}, InvalidSchedule, "must not be negative", id="grace-neg"),
-    pytest.param({"grace": "-5s"}, InvalidSchedule, "must not be negative", id="grace-text"),
-    pytest.param({"grace": timedelta(-1)}, InvalidSchedule, "negative", id="grace-delta"),
-    pytest.param({"grace": math.nan}, InvalidSchedule, "finite", id="grace-nan"),
-    pytest.param({"grace": math.inf}, InvalidSchedule, "finite", id="grace-inf"),
-    pytest.param({"grace": 1e15}, InvalidSchedule, "100 years", id="grace-1e15"),
-    pytest.param({"grace": -1e300}, InvalidSchedule, "100 years", id="grace--1e300"),
-    pytest.param({"grace": timedelta.max}, InvalidSchedule, "100 years", id="grace-max"),
+    pytest.param({"misfire_grace": -1}, InvalidSchedule, "must not be negative", id="grace-neg"),
+    pytest.param(
+        {"misfire_grace": "-5s"}, InvalidSchedule, "must not be negative", id="grace-text"
+    ),
+    pytest.param({"misfire_grace": timedelta(-1)}, InvalidSchedule, "negative", id="grace-delta"),
+    pytest.param({"misfire_grace": math.nan}, InvalidSchedule, "finite", id="grace-nan"),
+    pytest.param({"misfire_grace": math.inf}, InvalidSchedule, "finite", id="grace-inf"),
+    pytest.param({"misfire_grace": 1e15}, InvalidSchedule, "100 years", id="grace-1e15"),
+    pytest.param({"misfire_grace": -1e300}, InvalidSchedule, "100 years", id="grace--1e300"),
+    pytest.param({"misfire_grace": timedelta.max}, InvalidSchedule, "100 years", id="grace-max"),
     pytest.param({"misfire": "nope"}, InvalidSchedule, "unknown misfire", id="misfire"),
     pytest.param({"misfire": SQL}, InvalidSchedule, "unknown misfire", id="misfire-sql"),
     pytest.param({"misfire": "catch_up"}, InvalidSchedule, "needs catch_up", id="catch-up-none"),
@@ -110,9 +112,9 @@ def test_bad_schedules_are_refused(
     arena: Arena, overrides: dict[str, Any], error: type[ChronoqError], match: str
 ) -> None:
     args = _spec_args(**overrides)
-    declared = {k: v for k, v in args.items() if k not in ("cadence", "task", "zone")}
+    declared = {k: v for k, v in args.items() if k not in ("cadence", "task")}
     with refused(error, match):
-        arena.app.schedule(args["cadence"], args["task"], tz=args.get("zone", "UTC"), **declared)
+        arena.app.schedule(args["cadence"], args["task"], **declared)
     assert arena.app.schedules == {}
     with refused(error, match):
         arena.app.add_schedule(arena.app.schedule_spec(**args))
@@ -126,7 +128,9 @@ def test_bad_schedules_are_refused(
         pytest.param({"cadence": "  @YEARLY  "}, "0 0 1 1 *", id="macro"),
         pytest.param({"cadence": "0 0 29 2 *", "zone": "Pacific/Kiritimati"}, "0 0 29 2 *"),
         pytest.param({"cadence": "*/1 * * * * *"}, "*/1 * * * * *", id="seconds"),
-        pytest.param({"jitter": "1d", "grace": timedelta(days=36500)}, "0 0 * * *", id="widest"),
+        pytest.param(
+            {"jitter": "1d", "misfire_grace": timedelta(days=36500)}, "0 0 * * *", id="widest"
+        ),
         pytest.param({"misfire": "catch_up", "catch_up": 10_000}, "0 0 * * *", id="catch-up-max"),
     ],
 )

@@ -26,7 +26,7 @@ def make_app(dsn: str) -> chronoq.App:
     @app.task
     def cleanup() -> None: ...
 
-    app.schedule("0 9 * * *", "cleanup", name="nightly", tz="Europe/Paris")
+    app.schedule("0 9 * * *", "cleanup", name="nightly", zone="Europe/Paris")
     return app
 
 

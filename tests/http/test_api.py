@@ -49,7 +49,7 @@ def _make_dead(app: chronoq.App, queue: str = "emails", count: int = 1) -> list[
 
 
 def test_enqueue_one_and_read_it_back(client: TestClient) -> None:
-    body = {"task": "send_email", "payload": {"to": "a@example.com"}, "at": LATER, "key": "k1"}
+    body = {"task": "send_email", "payload": {"to": "a@example.com"}, "run_at": LATER, "key": "k1"}
     created = client.post("/api/v1/jobs", json=body)
     assert created.status_code == 201, created.text
     job_id = created.json()["id"]
@@ -96,10 +96,10 @@ def test_enqueue_a_batch(client: TestClient, app: chronoq.App) -> None:
             "PayloadTooLarge",
         ),
         ({"task": "send_email", "payload": [1, 2]}, 422, "payload", "ValidationError"),
-        ({"task": "cleanup", "at": "2027-01-01T09:00:00"}, 422, "at", "ValidationError"),
+        ({"task": "cleanup", "run_at": "2027-01-01T09:00:00"}, 422, "run_at", "ValidationError"),
         ({"task": "cleanup", "delay": "soon"}, 422, "delay", "InvalidDuration"),
         ({"task": "cleanup", "queue": "nope"}, 422, "queue", "UnknownQueue"),
-        ({"task": "cleanup", "at": LATER, "delay": 5}, 422, "delay", "ConfigError"),
+        ({"task": "cleanup", "run_at": LATER, "delay": 5}, 422, "delay", "ConfigError"),
         ({"task": "cleanup", "colour": "red"}, 422, "colour", "ValidationError"),
         ({"payload": {}}, 422, "task", "ValidationError"),
         ({"task": "cleanup", "key": "a\x00b"}, 422, "key", "ConfigError"),
@@ -132,6 +132,25 @@ def test_unknown_task_suggests_the_name(client: TestClient) -> None:
     assert "send_email" in error["message"]
 
 
+def test_the_old_field_at_is_refused_with_its_new_name(
+    client: TestClient, app: chronoq.App
+) -> None:
+    error = _error(client.post("/api/v1/jobs", json={"task": "cleanup", "at": LATER}), 422, "at")
+    assert error["message"] == "at: `at` is now called `run_at`"
+    both = {"task": "cleanup", "at": LATER, "run_at": LATER}
+    error = _error(client.post("/api/v1/jobs", json=both), 422, "at")
+    assert "`at`" in error["message"] and "`run_at`" in error["message"]
+    jobs = [{"task": "cleanup"}, {"task": "cleanup", "at": LATER}]
+    error = _error(client.post("/api/v1/jobs/batch", json={"jobs": jobs}), 422, "jobs[1].at")
+    assert "now called `run_at`" in error["message"]
+    assert _stored(app) == []
+
+
+def test_an_unknown_field_elsewhere_is_not_taken_for_a_renamed_one(client: TestClient) -> None:
+    error = _error(client.post("/api/v1/dead/purge", json={"all": True, "at": 1}), 422, "at")
+    assert "run_at" not in error["message"]
+
+
 def test_malformed_json_is_refused(client: TestClient, app: chronoq.App) -> None:
     response = client.post(
         "/api/v1/jobs", content=b'{"task": "cleanup",', headers={"Content-Type": "application/json"}
@@ -143,12 +162,12 @@ def test_malformed_json_is_refused(client: TestClient, app: chronoq.App) -> None
 def test_one_bad_job_refuses_the_whole_batch(client: TestClient, app: chronoq.App) -> None:
     jobs = [
         {"task": "cleanup"},
-        {"task": "cleanup", "at": "2027-01-01T09:00:00+01:00"},
+        {"task": "cleanup", "run_at": "2027-01-01T09:00:00+01:00"},
         {"task": "nope"},
     ]
     _error(client.post("/api/v1/jobs/batch", json={"jobs": jobs}), 422, "jobs[2].task")
-    naive = [{"task": "cleanup"}, {"task": "cleanup", "at": "2027-01-01T09:00:00"}]
-    _error(client.post("/api/v1/jobs/batch", json={"jobs": naive}), 422, "jobs[1].at")
+    naive = [{"task": "cleanup"}, {"task": "cleanup", "run_at": "2027-01-01T09:00:00"}]
+    _error(client.post("/api/v1/jobs/batch", json={"jobs": naive}), 422, "jobs[1].run_at")
     _error(client.post("/api/v1/jobs/batch", json={"jobs": []}), 422, "jobs")
     assert _stored(app) == []
 
@@ -309,7 +328,7 @@ def test_schedules(client: TestClient, app: chronoq.App) -> None:
 
 def test_queues_and_stats(client: TestClient, app: chronoq.App) -> None:
     app.enqueue("send_email", {"to": "a"})
-    app.enqueue("send_email", {"to": "b"}, at=datetime.now(UTC) + timedelta(hours=1))
+    app.enqueue("send_email", {"to": "b"}, run_at=datetime.now(UTC) + timedelta(hours=1))
     queues = {q["name"]: q for q in client.get("/api/v1/queues").json()}
     assert (queues["emails"]["pending"], queues["emails"]["due"], queues["emails"]["paused"]) == (
         2,

@@ -150,7 +150,7 @@ def test_enqueue_with_delay_and_at(url: str, reader: App) -> None:
     )
 
     moment = datetime(2031, 5, 4, 9, 30, tzinfo=UTC)
-    at_job = reader.get_job(enqueue(url, "at_time", "--at", "2031-05-04T11:30:00+02:00"))
+    at_job = reader.get_job(enqueue(url, "at_time", "--run-at", "2031-05-04T11:30:00+02:00"))
     assert at_job is not None
     assert at_job.run_at == moment
 
@@ -259,12 +259,12 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["enqueue", "t", "--at", "2030-01-01T09:00:00"], "has no UTC offset"),
-        (["enqueue", "t", "--at", "next tuesday"], "is not an ISO 8601 date-time"),
+        (["enqueue", "t", "--run-at", "2030-01-01T09:00:00"], "has no UTC offset"),
+        (["enqueue", "t", "--run-at", "next tuesday"], "is not an ISO 8601 date-time"),
         (["enqueue", "t", "--delay", "10 parsecs"], "invalid duration '10 parsecs'"),
         (["enqueue", "t", "--payload", '{"a": 1,}'], "argument --payload: not valid JSON"),
         (["enqueue", "t", "--payload", "[1, 2]"], "got a JSON array"),
-        (["enqueue", "t", "--delay", "1s", "--at", "2030-01-01T09:00:00Z"], "not allowed with"),
+        (["enqueue", "t", "--delay", "1s", "--run-at", "2030-01-01T09:00:00Z"], "not allowed with"),
         (["jobs", "show", "seven"], "job id 'seven' is not a number"),
         (["jobs", "list", "--status", "finished"], "unknown status 'finished'"),
         (["dead", "requeue"], "give the ids of dead jobs to requeue, or --all"),

@@ -12,7 +12,7 @@ from tests.integration.cli_support import run_cli
 
 def test_preview_prints_the_next_instants_with_their_offsets() -> None:
     result = run_cli(
-        "schedule", "preview", "30 2 * * *", "--tz", "America/New_York",
+        "schedule", "preview", "30 2 * * *", "--zone", "America/New_York",
         "--from", "2026-03-06T12:00:00+00:00", "--count", "3",
     )  # fmt: skip
     assert result.code == 0, result.err
@@ -26,7 +26,7 @@ def test_preview_prints_the_next_instants_with_their_offsets() -> None:
 
 def test_preview_in_json_and_in_the_southern_hemisphere() -> None:
     result = run_cli(
-        "schedule", "preview", "30 2 * * *", "--tz", "Australia/Sydney",
+        "schedule", "preview", "30 2 * * *", "--zone", "Australia/Sydney",
         "--from", "2026-10-02T12:00:00+10:00", "--count", "3", "--json",
     )  # fmt: skip
     assert result.code == 0, result.err
@@ -41,7 +41,7 @@ def test_preview_in_json_and_in_the_southern_hemisphere() -> None:
     ("argv", "words"),
     [
         (["61 * * * *"], "cron"),
-        (["0 9 * * *", "--tz", "Mars/Olympus"], "time zone"),
+        (["0 9 * * *", "--zone", "Mars/Olympus"], "time zone"),
         (["every 0s"], "interval"),
         (["0 9 * * *", "--from", "2026-01-01T00:00:00"], "UTC offset"),
     ],
@@ -59,9 +59,9 @@ def test_preview_refuses_bad_input_in_one_line(argv: list[str], words: str) -> N
 
 def test_schedule_lifecycle(url: str, app_spec: str, reader: App) -> None:
     added = run_cli(
-        "schedule", "add", "nightly-sum", "0 3 * * *", "--task", "add", "--tz", "Europe/Paris",
+        "schedule", "add", "nightly-sum", "0 3 * * *", "--task", "add", "--zone", "Europe/Paris",
         "--payload", '{"a": 1, "b": 2}', "--misfire", "catch_up", "--catch-up", "2",
-        "--grace", "10m", "--jitter", "30s", "--app", app_spec, "--dsn", url, "--json",
+        "--misfire-grace", "10m", "--jitter", "30s", "--app", app_spec, "--dsn", url, "--json",
     )  # fmt: skip
     assert added.code == 0, added.err
     body = added.json()
@@ -87,8 +87,8 @@ def test_schedule_lifecycle(url: str, app_spec: str, reader: App) -> None:
     ("argv", "words"),
     [
         (["bad", "61 * * * *", "--task", "add"], "invalid cron expression"),
-        (["bad", "0 9 * * *", "--task", "add", "--tz", "Mars/Olympus"], "unknown time zone"),
-        (["bad", "0 9 * * *", "--task", "add", "--grace=-5s"], "negative"),
+        (["bad", "0 9 * * *", "--task", "add", "--zone", "Mars/Olympus"], "unknown time zone"),
+        (["bad", "0 9 * * *", "--task", "add", "--misfire-grace=-5s"], "negative"),
         (["bad", "0 9 * * *", "--task", "ad"], "unknown task 'ad'; did you mean 'add'?"),
         (["bad", "0 9 * * *", "--task", "add", "--misfire", "often"], "misfire"),
         (["bad", "0 9 * * *", "--task", "add", "--payload", '{"c": 1}'], "payload"),

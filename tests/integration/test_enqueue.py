@@ -40,7 +40,7 @@ BAD = [
     (chronoq.JobSpec("sned", {"to": "x"}), UnknownTask, "did you mean 'send'"),
     (chronoq.JobSpec("send", {"too": "x"}), InvalidPayload, "unexpected 'too'"),
     (chronoq.JobSpec("send", {"to": {1, 2}}), InvalidPayload, "not valid JSON"),
-    (chronoq.JobSpec("send", {"to": "x"}, at=datetime(2030, 1, 1)), NaiveDatetime, "time zone"),
+    (chronoq.JobSpec("send", {"to": "x"}, run_at=datetime(2030, 1, 1)), NaiveDatetime, "time zone"),
 ]
 
 

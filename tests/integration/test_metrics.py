@@ -147,8 +147,8 @@ def test_leases_the_rescuer_ends_are_counted(app: chronoq.App, rescuer: str) -> 
 
     # Claimed an hour ago by a worker that died: both leases ran out long ago.
     hour_ago = app.store.db_now() - timedelta(hours=1)
-    once.defer(at=hour_ago - timedelta(minutes=1))
-    again.defer(at=hour_ago - timedelta(minutes=1))
+    once.defer(run_at=hour_ago - timedelta(minutes=1))
+    again.defer(run_at=hour_ago - timedelta(minutes=1))
     claim = JobClaimParams(["default"], 10, "gone:0:0", now=hour_ago)
     assert len(app.store.job_claim_with_wakeup(claim).jobs) == 2
     if rescuer == "scheduler":
@@ -166,7 +166,7 @@ def test_schedule_counters_follow_the_cron_passes(app: chronoq.App) -> None:
     now = app.store.db_now()
     for name, misfire in (("runs-late", "run_late"), ("skips", "skip")):
         spec = app.schedule_spec(
-            name=name, cadence="* * * * *", task="report", misfire=misfire, grace="90s"
+            name=name, cadence="* * * * *", task="report", misfire=misfire, misfire_grace="90s"
         )
         app.add_schedule(spec)
         rewind(app, name, now - timedelta(minutes=30))

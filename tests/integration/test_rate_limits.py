@@ -66,7 +66,7 @@ def test_a_herd_due_at_once_drains_at_the_queue_rate(pg_dsn: str, pg_app: chrono
     app.limit("herd", rate=f"{RATE}/s")
     app.sync_limits()
     due = app.store.db_now()
-    app.enqueue_many(chronoq.JobSpec("greet", at=due) for _ in range(HERD))
+    app.enqueue_many(chronoq.JobSpec("greet", run_at=due) for _ in range(HERD))
     options = chronoq.WorkerOptions(queues=["herd"], concurrency=100)
     with running_worker(app, options):
         wait_until(lambda: _done(pg_dsn) == HERD, timeout=90, what="the herd to drain")

@@ -22,7 +22,7 @@ import chronoq
 app = chronoq.App()
 
 
-@app.schedule("every 1s", misfire="run_late", grace="30s")
+@app.schedule("every 1s", misfire="run_late", misfire_grace="30s")
 @app.task
 def tick() -> None:
     pass

@@ -82,7 +82,7 @@ def missed_ticks(now: datetime, grace: timedelta) -> list[datetime]:
 
 
 def test_run_late_fires_every_missed_tick(app: chronoq.App) -> None:
-    jobs, schedule, now = outage(app, misfire="run_late", grace="90s")
+    jobs, schedule, now = outage(app, misfire="run_late", misfire_grace="90s")
     missed = missed_ticks(now, timedelta(seconds=90))
     fired = [job.tick for job in jobs]
     assert fired[: len(missed)] == missed
@@ -92,7 +92,7 @@ def test_run_late_fires_every_missed_tick(app: chronoq.App) -> None:
 
 
 def test_skip_drops_missed_ticks_and_counts_them(app: chronoq.App) -> None:
-    jobs, schedule, now = outage(app, misfire="skip", grace="90s")
+    jobs, schedule, now = outage(app, misfire="skip", misfire_grace="90s")
     missed = missed_ticks(now, timedelta(seconds=90))
     assert all(job.tick is not None and job.tick > missed[-1] for job in jobs)
     assert schedule.skipped == len(missed)
@@ -101,7 +101,7 @@ def test_skip_drops_missed_ticks_and_counts_them(app: chronoq.App) -> None:
 
 
 def test_coalesce_fires_one_job_carrying_the_count(app: chronoq.App) -> None:
-    jobs, schedule, now = outage(app, misfire="coalesce", grace="90s")
+    jobs, schedule, now = outage(app, misfire="coalesce", misfire_grace="90s")
     missed = missed_ticks(now, timedelta(seconds=90))
     coalesced = [job for job in jobs if job.ticks > 1]
     assert len(coalesced) == 1
@@ -112,20 +112,20 @@ def test_coalesce_fires_one_job_carrying_the_count(app: chronoq.App) -> None:
 
 
 def test_catch_up_runs_the_most_recent_n(app: chronoq.App) -> None:
-    jobs, schedule, now = outage(app, misfire="catch_up", catch_up=3, grace="90s")
+    jobs, schedule, now = outage(app, misfire="catch_up", catch_up=3, misfire_grace="90s")
     missed = missed_ticks(now, timedelta(seconds=90))
     assert [job.tick for job in jobs][:3] == missed[-3:]
     assert schedule.skipped == len(missed) - 3
 
 
 def test_a_second_pass_fires_nothing_new(app: chronoq.App) -> None:
-    jobs, _, _ = outage(app, misfire="run_late", grace="90s")
+    jobs, _, _ = outage(app, misfire="run_late", misfire_grace="90s")
     CronEnqueuer(app).run_once()
     assert [job.id for job in tick_jobs(app, "every-minute")] == [job.id for job in jobs]
 
 
 def test_jitter_stays_inside_its_window_and_is_the_same_everywhere(app: chronoq.App) -> None:
-    jobs, _, _ = outage(app, misfire="run_late", grace="90s", jitter="40s")
+    jobs, _, _ = outage(app, misfire="run_late", misfire_grace="90s", jitter="40s")
     offsets = [(job.run_at - job.tick).total_seconds() for job in jobs if job.tick]
     assert len(offsets) >= 28
     assert all(0 <= offset < 40 for offset in offsets)
@@ -168,7 +168,9 @@ def test_declared_schedules_sync_and_keep_their_state(dsn: str) -> None:
     def build() -> chronoq.App:
         app = chronoq.App(dsn)
 
-        @app.schedule("0 9 * * *", tz="Europe/Paris", misfire="skip", grace="5m", jitter="1m")
+        @app.schedule(
+            "0 9 * * *", zone="Europe/Paris", misfire="skip", misfire_grace="5m", jitter="1m"
+        )
         @app.task
         def digest() -> None:
             pass
@@ -237,7 +239,7 @@ def test_bad_schedules_are_refused_with_the_reason(app: chronoq.App) -> None:
     cases = [
         ({"cadence": "61 * * * *"}, "cron"),
         ({"cadence": "0 9 * * *", "zone": "Mars/Olympus"}, "time zone"),
-        ({"cadence": "0 9 * * *", "grace": "-5s"}, "negative"),
+        ({"cadence": "0 9 * * *", "misfire_grace": "-5s"}, "negative"),
         ({"cadence": "0 9 * * *", "misfire": "sometimes"}, "misfire"),
         ({"cadence": "0 9 * * *", "misfire": "catch_up"}, "catch_up"),
         ({"cadence": "every 0s"}, "interval"),
@@ -261,7 +263,7 @@ def test_one_off_jobs_take_run_late_or_skip(app: chronoq.App) -> None:
         app.enqueue("report", misfire="coalesce")
     with pytest.raises(chronoq.InvalidSchedule, match="negative"):
         app.enqueue("report", misfire="skip", misfire_grace=-1)
-    late = app.enqueue("report", at=datetime(2020, 1, 1, tzinfo=UTC), misfire="skip")
+    late = app.enqueue("report", run_at=datetime(2020, 1, 1, tzinfo=UTC), misfire="skip")
     skipped = app.store.job_claim_with_wakeup(
         chronoq.storage.base.JobClaimParams(["reports"], 10, "w")
     )

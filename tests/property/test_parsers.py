@@ -21,11 +21,10 @@ from chronoq import App, Config, ConfigError, InvalidDSN, InvalidSchedule
 from chronoq.cli.main import main
 from chronoq.core.cron import Cadence, IntervalCadence, parse_cadence, preview
 from chronoq.core.durations import parse_duration
-from chronoq.core.misfire import DEFAULT_GRACE, Misfire, MisfirePolicy
+from chronoq.core.misfire import DEFAULT_GRACE, Misfire, MisfirePolicy, job_misfire
 from chronoq.core.ratelimit import MAX_RATE, MIN_RATE, check_burst, check_concurrency, parse_rate
 from chronoq.core.validate import MAX_PAYLOAD_DEPTH, check_key, check_name, encode_payload
 from chronoq.errors import InvalidDuration, InvalidPayload, PayloadTooLarge
-from chronoq.scheduling import job_misfire
 from chronoq.storage.dsn import check_postgres_dsn, redact, sqlite_path, store_kind
 
 HUNDRED_YEARS = timedelta(days=36500)
@@ -418,10 +417,11 @@ COMMANDS = st.sampled_from(
 )
 OPTIONS = st.sampled_from(
     [
-        *("--payload", "--delay", "--at", "--queue", "--key", "--max-attempts", "--priority"),
+        *("--payload", "--delay", "--run-at", "--queue", "--key", "--max-attempts", "--priority"),
         *("--misfire", "--misfire-grace", "--rate-key", "--json", "--status", "--limit"),
-        *("--all", "--older-than", "--task", "--tz", "--grace", "--catch-up", "--jitter"),
+        *("--all", "--older-than", "--task", "--zone", "--grace", "--catch-up", "--jitter"),
         *("--count", "--from", "--rate", "--burst", "--concurrency", "--", "-1", "1", "0"),
+        *("--at", "--tz"),
     ]
 )
 VALUES = st.one_of(

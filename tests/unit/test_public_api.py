@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.metadata
 import types
 
 import pytest
 
 import chronoq
+from chronoq.storage import base
 
 
 def _exported() -> set[str]:
@@ -42,6 +45,29 @@ def test_star_import_gives_exactly_all() -> None:
 def test_version_is_a_string() -> None:
     assert isinstance(chronoq.__version__, str)
     assert chronoq.__version__.count(".") >= 2
+
+
+def test_version_is_the_package_metadata() -> None:
+    assert chronoq.__version__ == importlib.metadata.version("chronoq")
+
+
+def test_job_timeout_is_exported() -> None:
+    assert "JobTimeout" in chronoq.__all__
+    assert issubclass(chronoq.JobTimeout, chronoq.ChronoqError)
+
+
+def test_enqueued_is_a_public_frozen_type_of_its_own() -> None:
+    assert not chronoq.Enqueued.__module__.startswith("chronoq.storage")
+    assert not issubclass(chronoq.Enqueued, base.JobInsertResult)
+    result = chronoq.Enqueued(id=7, created=False)
+    assert (result.id, result.created) == (7, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.id = 8  # type: ignore[misc]
+
+
+def test_job_spec_refuses_options_given_by_position() -> None:
+    with pytest.raises(TypeError):
+        chronoq.JobSpec("send", {}, None, "10s")  # type: ignore[misc]
 
 
 def test_errors_share_one_root() -> None:

@@ -52,7 +52,7 @@ def enqueue(run: Invocation) -> int:
         result = app.enqueue(
             args.task,
             args.payload,
-            at=args.at,
+            run_at=args.run_at,
             delay=args.delay,
             queue=args.queue,
             key=args.key,

@@ -37,12 +37,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from chronoq.app import App, Enqueued, JobSpec
+from chronoq.app import App
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
 from chronoq.cli.output import STATUS_STYLES, Output, quiet_logger
 from chronoq.cli.parser import UsageError
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
+from chronoq.core.enqueue import Enqueued, JobSpec
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.errors import ConfigError, SchemaMissing
 from chronoq.observability.events import AttemptsEnded, Subscription
@@ -220,7 +221,9 @@ def _delayed_specs(count: int) -> list[JobSpec]:
 def _timed_specs(count: int, db_now: datetime) -> list[JobSpec]:
     # Aware instants a few seconds ahead of the database clock, as a caller would pass them.
     return [
-        JobSpec("demo.send_reminder", {"user_id": n}, at=db_now + timedelta(seconds=2 + n / count))
+        JobSpec(
+            "demo.send_reminder", {"user_id": n}, run_at=db_now + timedelta(seconds=2 + n / count)
+        )
         for n in range(count)
     ]
 

@@ -16,7 +16,6 @@ from chronoq.core.durations import parse_duration
 from chronoq.core.jobs import MAX_ID, JobStatus
 from chronoq.errors import ChronoqError
 
-MAX_JOB_ID = MAX_ID
 MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -44,6 +43,23 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class Renamed(argparse.Action):
+    """A flag that was renamed: given it, the command says the new name, not just "unrecognized
+    argument". Hidden from --help."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+        self.new = new
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: str | None = None) -> None:
+        raise UsageError(f"{option} is now {self.new}")
+
+
+def _add_renamed(parser: ArgumentParser, renamed: dict[str, str]) -> None:
+    for old, new in renamed.items():
+        parser.add_argument(old, action=Renamed, new=new, dest=f"renamed_{old.lstrip('-')}")
 
 
 # -- value types: each raises ArgumentTypeError, which argparse prefixes with the option --------
@@ -80,7 +96,7 @@ def job_id(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"job id {text!r} is not a number") from None
-    if not 1 <= value <= MAX_JOB_ID:
+    if not 1 <= value <= MAX_ID:
         raise argparse.ArgumentTypeError(f"job id {value} is out of range")
     return value
 
@@ -316,7 +332,10 @@ def _add_enqueue(enqueue: ArgumentParser) -> None:
     when = enqueue.add_mutually_exclusive_group()
     when.add_argument("--delay", type=duration, help="run after this long: 10s, 5m, 2h")
     when.add_argument(
-        "--at", type=instant, metavar="ISO8601", help="run at this instant (with its UTC offset)"
+        "--run-at",
+        type=instant,
+        metavar="ISO8601",
+        help="run at this instant (with its UTC offset)",
     )
     enqueue.add_argument("--queue")
     enqueue.add_argument("--key", help="idempotency key, unique among live jobs")
@@ -332,6 +351,7 @@ def _add_enqueue(enqueue: ArgumentParser) -> None:
     enqueue.add_argument(
         "--app", metavar="MODULE:APP", help="check the task and payload against this App"
     )
+    _add_renamed(enqueue, {"--at": "--run-at"})
     _add_json(enqueue)
 
 
@@ -404,7 +424,7 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
     add.add_argument("name", metavar="NAME")
     add.add_argument("cadence", metavar="CADENCE", help='cron ("0 9 * * *") or "every 30s"')
     add.add_argument("--task", required=True)
-    add.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA time zone (UTC)")
+    add.add_argument("--zone", default="UTC", metavar="ZONE", help="IANA time zone (UTC)")
     add.add_argument("--payload", type=json_object, metavar="JSON", help="a JSON object")
     add.add_argument("--queue")
     add.add_argument("--priority", type=whole_number, metavar="N")
@@ -414,10 +434,13 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
         metavar="POLICY",
         help="run_late, skip, coalesce (default) or catch_up",
     )
-    add.add_argument("--grace", metavar="DURATION", help="misfire grace (default 1m)")
+    add.add_argument(
+        "--misfire-grace", metavar="DURATION", help="how late a tick still counts as on time (1m)"
+    )
     add.add_argument("--catch-up", type=positive_int, metavar="N", help="with catch_up")
     add.add_argument("--jitter", metavar="DURATION", help="spread each run over this window")
     add.add_argument("--app", metavar="MODULE:APP", help="check the task and payload")
+    _add_renamed(add, {"--tz": "--zone", "--grace": "--misfire-grace"})
     _add_json(add)
     _add_json(command(group, "list", "schedule list", "List schedules."))
     for name, text in (
@@ -431,9 +454,10 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
         _add_json(sub)
     preview = command(group, "preview", "schedule preview", "Print the next fire instants.")
     preview.add_argument("cadence", metavar="CADENCE", help='cron ("0 9 * * *") or "every 30s"')
-    preview.add_argument("--tz", default="UTC", metavar="ZONE")
+    preview.add_argument("--zone", default="UTC", metavar="ZONE", help="IANA time zone (UTC)")
     preview.add_argument("--from", dest="start", type=instant, metavar="ISO8601")
     preview.add_argument("--count", type=preview_count, default=5, metavar="N")
+    _add_renamed(preview, {"--tz": "--zone"})
     _add_json(preview)
 
 

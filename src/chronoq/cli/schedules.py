@@ -31,12 +31,12 @@ def schedule_add(run: Invocation) -> int:
             name=args.name,
             cadence=args.cadence,
             task=args.task,
-            zone=args.tz,
+            zone=args.zone,
             payload=args.payload,
             queue=args.queue,
             priority=args.priority,
             misfire=args.misfire,
-            grace=args.grace,
+            misfire_grace=args.misfire_grace,
             catch_up=args.catch_up,
             jitter=args.jitter,
         )
@@ -124,7 +124,7 @@ def schedule_remove(run: Invocation) -> int:
 
 def schedule_preview(run: Invocation) -> int:
     args = run.args
-    cadence = parse_cadence(args.cadence, args.tz)
+    cadence = parse_cadence(args.cadence, args.zone)
     start = args.start or datetime.now(UTC)
     ticks = preview(cadence, start, args.count)
     if run.wants_json:

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.cli")
-LOG_FORMAT = logs.TEXT_FORMAT
 ORPHAN_CHECK_SECONDS = 1.0
 MAX_PORT = 65535
 

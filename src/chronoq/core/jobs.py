@@ -1,4 +1,17 @@
-"""Jobs, their states, and what a worker reports about an attempt."""
+"""Jobs, their states, and what a worker reports about an attempt.
+
+The job state machine (`JobStatus`):
+
+```
+            enqueue                 claim (attempt += 1, new fencing token, lease)
+ (new) ───────────────► pending ──────────────────────────► running
+                         ▲   ▲                               │  │  │
+     retry: run_at =     │   └── lease expired (rescuer) ────┘  │  │ success ─► done
+     now + full jitter ──┘                                      │  └ Discard / cancel ─► cancelled
+                                attempts >= max_attempts ───────┴──► dead  (inspect, requeue)
+ pending past its misfire grace with policy "skip" ─► skipped
+```
+"""
 
 from __future__ import annotations
 
@@ -13,7 +26,7 @@ MAX_ID = 2**63 - 1
 
 
 class JobStatus(enum.StrEnum):
-    """The job state machine (see docs/architecture.md)."""
+    """The job state machine (drawn in this module's docstring)."""
 
     PENDING = "pending"
     RUNNING = "running"

@@ -291,3 +291,18 @@ def _check_resolve_args(lookahead: timedelta, max_ticks: int) -> None:
 def _seconds_text(delta: timedelta) -> str:
     """-5s, 1.5s: seconds without a float's trailing zeros or an exponent."""
     return f"{delta.total_seconds():.6f}".rstrip("0").rstrip(".") + "s"
+
+
+RUN_LATE = Misfire(MisfirePolicy.RUN_LATE)
+
+
+def job_misfire(policy: str, grace: timedelta | float | str | None) -> Misfire:
+    """A one-off job's rule: "run_late" or "skip" (coalesce and catch_up are about a
+    schedule's missed ticks, which a one-off job does not have)."""
+    rule = Misfire.parse(policy, grace)
+    if rule.policy not in (MisfirePolicy.RUN_LATE, MisfirePolicy.SKIP):
+        raise InvalidSchedule(
+            f"misfire policy {policy!r} applies to schedules only; a one-off job takes "
+            "'run_late' or 'skip'"
+        )
+    return rule

@@ -68,7 +68,7 @@ class ScheduleSpec:
         zone: str = "UTC",
         priority: int = 0,
         misfire: str | MisfirePolicy = DEFAULT_SCHEDULE_MISFIRE,
-        grace: timedelta | str | float | None = None,
+        misfire_grace: timedelta | str | float | None = None,
         catch_up: int | None = None,
         jitter: timedelta | str | float | None = None,
     ) -> ScheduleSpec:
@@ -81,7 +81,7 @@ class ScheduleSpec:
             payload=dict(payload or {}),
             queue=check_name("queue", queue),
             priority=priority,
-            misfire=Misfire.parse(str(misfire), grace, catch_up),
+            misfire=Misfire.parse(str(misfire), misfire_grace, catch_up),
             jitter=check_jitter(jitter),
         )
 

@@ -8,7 +8,7 @@ them in its thread pool, where the store's blocking calls belong.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from chronoq.app import JobSpec
 from chronoq.core.durations import parse_duration
-from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.enqueue import RENAMED_OPTIONS, Enqueued, JobSpec
+from chronoq.core.jobs import MAX_ID, Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.core.validate import check_key, check_name
 from chronoq.errors import (
@@ -41,7 +41,6 @@ from chronoq.errors import (
 from chronoq.http.auth import Scope
 from chronoq.http.context import HttpContext
 from chronoq.http.models import (
-    MAX_ID,
     BatchIn,
     BatchOut,
     DeadSelection,
@@ -59,7 +58,13 @@ from chronoq.http.models import (
 )
 from chronoq.http.views import read_overview
 from chronoq.observability.recent import RecentFinished
-from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams, OverviewParams
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    JobInsertParams,
+    JobListParams,
+    OverviewParams,
+)
 
 MAX_PAGE = 1000
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -287,25 +292,26 @@ def _queue_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _enqueue(ctx: HttpContext, jobs: Sequence[JobIn]) -> list[Any]:
-    specs = []
-    for n, job in enumerate(jobs):
-        where = "" if len(jobs) == 1 else f"jobs[{n}]."
-        try:
-            specs.append(_spec(ctx, job))
-        except ChronoqError as exc:
-            raise _input_error(exc, where) from None
+def _enqueue(ctx: HttpContext, jobs: Sequence[JobIn]) -> list[Enqueued]:
+    """Prepare every job, naming the one at fault in a refusal, then store them all."""
+    prepared = [
+        _prepared(ctx, job, "" if len(jobs) == 1 else f"jobs[{n}].") for n, job in enumerate(jobs)
+    ]
+    return ctx.app.enqueue_prepared(prepared)
+
+
+def _prepared(ctx: HttpContext, job: JobIn, where: str) -> JobInsertParams:
     try:
-        return ctx.app.enqueue_many(specs)
-    except EnqueueError as exc:
-        raise _input_error(exc, "jobs[?]." if len(jobs) > 1 else "") from None
+        return ctx.app.prepare(_spec(job))
+    except ChronoqError as exc:
+        raise _input_error(exc, where) from None
 
 
-def _spec(ctx: HttpContext, job: JobIn) -> JobSpec:
-    spec = JobSpec(
+def _spec(job: JobIn) -> JobSpec:
+    return JobSpec(
         task=job.task,
         payload=job.payload,
-        at=job.at,
+        run_at=job.run_at,
         delay=job.delay,
         queue=job.queue,
         key=job.key,
@@ -315,14 +321,12 @@ def _spec(ctx: HttpContext, job: JobIn) -> JobSpec:
         misfire_grace=job.misfire_grace,
         rate_key=job.rate_key,
     )
-    ctx.app.prepare(spec)  # refuses a bad job with the field at fault, before any is stored
-    return spec
 
 
 _FIELD_OF_ERROR: tuple[tuple[type[ChronoqError], str], ...] = (
     (UnknownTask, "task"),
     (UnknownQueue, "queue"),
-    (NaiveDatetime, "at"),
+    (NaiveDatetime, "run_at"),
     (InvalidPayload, "payload"),
     (PayloadTooLarge, "payload"),
 )
@@ -337,7 +341,7 @@ _FIELDS = (
     "delay",
     "task",
     "key",
-    "at",
+    "run_at",
 )
 
 
@@ -488,9 +492,20 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     field = _location(first.get("loc", ()))
     kind = "MalformedJSON" if first.get("type") == "json_invalid" else "ValidationError"
-    message = f"{field}: {first.get('msg', 'invalid')}" if field else str(first.get("msg"))
+    said = _renamed(first) if request.url.path.endswith(_JOB_BODIES) else None
+    message = f"{field}: {said or first.get('msg', 'invalid')}" if field else str(first.get("msg"))
     response = error_response(422, kind, message, field)
     return response
+
+
+_JOB_BODIES = ("/jobs", "/jobs/batch")  # the requests whose bodies hold JobIn fields
+
+
+def _renamed(error: Mapping[str, Any]) -> str | None:
+    """For a field refused because it was renamed, the sentence that gives its new name."""
+    loc = error.get("loc") or ("",)
+    new = RENAMED_OPTIONS.get(loc[-1]) if error.get("type") == "extra_forbidden" else None
+    return f"`{loc[-1]}` is now called `{new}`" if new else None
 
 
 _WHERE = frozenset({"body", "query", "path", "header"})

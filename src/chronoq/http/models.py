@@ -6,9 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from chronoq.core.jobs import JobStatus
+from chronoq.core.jobs import MAX_ID, JobStatus
 
-MAX_ID = 2**63 - 1
 MAX_BATCH = 10_000
 
 JobId = Annotated[int, Field(ge=1, le=MAX_ID)]
@@ -22,11 +21,11 @@ class Strict(BaseModel):
 
 
 class JobIn(Strict):
-    """One job to enqueue. Give `at` or `delay`, not both; neither means now."""
+    """One job to enqueue. Give `run_at` or `delay`, not both; neither means now."""
 
     task: str = Field(description="The task's name.")
     payload: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments.")
-    at: AwareDatetime | None = Field(default=None, description="When to run, with an offset.")
+    run_at: AwareDatetime | None = Field(default=None, description="When to run, with an offset.")
     delay: Seconds | str | None = Field(
         default=None, description='Seconds, or a duration such as "4h" or "1h30m".'
     )

@@ -1,0 +1,256 @@
+"""Enqueue preparation: one job as its producer gives it, turned into what the store inserts.
+
+Every producer takes the same single pass through `prepare`: `App.enqueue`, `enqueue_many` and
+`Task.defer`, the HTTP API's enqueue and batch enqueue, and `chronoq enqueue`. It reads a
+`JobSpec`, fills in what the job leaves out from its task's settings (or, for a task the
+producer does not know, from the app's defaults), and refuses bad input with chronoq's own error
+naming the field. It reads nothing but its arguments and writes nothing, so it is tested alone.
+
+```
+ JobSpec ──► prepare(spec, tasks, defaults) ──► PreparedJob ──► (app) store insert params
+               │ task known?  queue used?  payload fits?  when, priority, attempts, misfire
+               └─► UnknownTask, UnknownQueue, InvalidPayload, NaiveDatetime, ConfigError, ...
+```
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar, overload
+
+from chronoq.core.misfire import RUN_LATE, Misfire, MisfirePolicy, job_misfire
+from chronoq.core.validate import (
+    PRIORITY_RANGE,
+    PayloadShape,
+    check_instant,
+    check_int,
+    check_key,
+    check_name,
+    delay_seconds,
+    encode_payload,
+)
+from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
+
+MAX_ATTEMPTS_LIMIT = 1000
+_POLICY_TEXT = {policy: policy.value for policy in MisfirePolicy}  # `.value` is a slow property
+# Old names of job options, in Python and in the HTTP API: given one, a caller is told the new
+# name (`Task.defer` would otherwise take it for a payload field).
+RENAMED_OPTIONS = {"at": "run_at"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job for `App.enqueue_many`: the task's name and payload, then its options by keyword.
+    An option left as None takes the task's setting; `run_at` and `delay` left out mean now."""
+
+    task: str
+    payload: dict[str, Any] | None = None
+    _: KW_ONLY
+    run_at: datetime | None = None
+    delay: timedelta | float | str | None = None
+    queue: str | None = None
+    key: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    misfire: str | None = None
+    misfire_grace: timedelta | float | str | None = None
+    rate_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What enqueue returns: the job's `id`, and `created=False` when a live job already held
+    its key (the id is then that job's)."""
+
+    id: int
+    created: bool
+
+
+class TaskSettings(Protocol):
+    """What a registered task decides for its jobs when a job does not say (`chronoq.Task`)."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def lease(self) -> float: ...
+    @property
+    def misfire(self) -> Misfire: ...
+    @property
+    def payload_shape(self) -> PayloadShape: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueDefaults:
+    """The app's settings for what no task decides: jobs of tasks it does not know (a producer
+    without the handlers' code) and the payload limit of every job."""
+
+    queue: str
+    lease: float
+    payload_limit: int
+
+
+# Not frozen, like the store's insert parameters: one is built per job on the bulk-enqueue
+# path, and a frozen dataclass costs three times as much to build. Nothing mutates it.
+@dataclass(slots=True)
+class PreparedJob:
+    """A checked, complete job: everything the store's insert needs, nothing left to check.
+    `payload_json` is the encoded payload; `misfire_grace` (seconds) is set for "skip" only;
+    `max_attempts` None lets the claiming worker apply its task's setting."""
+
+    queue: str
+    task: str
+    payload_json: str
+    run_at: datetime | None
+    delay_seconds: float
+    priority: int
+    max_attempts: int | None
+    lease_seconds: float
+    key: str | None
+    misfire: str
+    misfire_grace: float | None
+    rate_key: str | None
+
+
+J = TypeVar("J", covariant=True)
+
+
+class JobBuilder(Protocol[J]):
+    """What `prepare` builds its result with: `PreparedJob`, or a store's own insert parameters
+    (the app passes those, so a job takes one object on its way to the store, not two)."""
+
+    def __call__(
+        self,
+        *,
+        queue: str,
+        task: str,
+        payload_json: str,
+        run_at: datetime | None,
+        delay_seconds: float,
+        priority: int,
+        max_attempts: int | None,
+        lease_seconds: float,
+        key: str | None,
+        misfire: str,
+        misfire_grace: float | None,
+        rate_key: str | None,
+    ) -> J: ...
+
+
+@overload
+def prepare(
+    spec: JobSpec, tasks: Mapping[str, TaskSettings], defaults: EnqueueDefaults
+) -> PreparedJob: ...
+
+
+@overload
+def prepare(
+    spec: JobSpec,
+    tasks: Mapping[str, TaskSettings],
+    defaults: EnqueueDefaults,
+    build: JobBuilder[J],
+) -> J: ...
+
+
+def prepare(
+    spec: JobSpec,
+    tasks: Mapping[str, TaskSettings],
+    defaults: EnqueueDefaults,
+    build: JobBuilder[Any] = PreparedJob,
+) -> Any:
+    """Check `spec` against the registered `tasks` (none: any task name is accepted) and fill
+    in what it leaves out; raises before anything is stored, naming the field at fault.
+    Returns a `PreparedJob`, or what `build` makes of the same fields."""
+    task = _task(spec.task, tasks)
+    queue = _queue(spec.queue, task, tasks, defaults)
+    payload_json = encode_payload(spec.task, spec.payload, defaults.payload_limit)
+    if task is not None:
+        task.payload_shape.check(spec.payload or {})
+    if spec.run_at is not None and spec.delay is not None:
+        raise ConfigError("give either `run_at` or `delay`, not both")
+    misfire = _misfire(spec, task)
+    # An option left out skips its check's call: this runs once per job of a bulk enqueue.
+    return build(
+        queue=queue,
+        task=spec.task,
+        payload_json=payload_json,
+        run_at=check_instant("run_at", spec.run_at) if spec.run_at is not None else None,
+        delay_seconds=0.0 if spec.delay is None else delay_seconds(spec.delay),
+        priority=_priority(spec.priority, task),
+        max_attempts=_max_attempts(spec.max_attempts, task),
+        lease_seconds=task.lease if task is not None else defaults.lease,
+        key=None if spec.key is None else check_key(spec.key),
+        misfire=_POLICY_TEXT[misfire.policy],
+        misfire_grace=(
+            misfire.grace.total_seconds() if misfire.policy is MisfirePolicy.SKIP else None
+        ),
+        rate_key=None if spec.rate_key is None else check_key(spec.rate_key, field="rate_key"),
+    )
+
+
+def _task(name: str, tasks: Mapping[str, TaskSettings]) -> TaskSettings | None:
+    """The registered task of that name; None when no task is registered (any name goes)."""
+    # A registered task's name was checked when it was registered.
+    task = tasks.get(name) if isinstance(name, str) else None
+    if task is None:
+        check_name("task", name)
+        if tasks:
+            raise UnknownTask(f"unknown task {name!r}{did_you_mean(name, tasks)}")
+    return task
+
+
+def _queue(
+    queue: str | None,
+    task: TaskSettings | None,
+    tasks: Mapping[str, TaskSettings],
+    defaults: EnqueueDefaults,
+) -> str:
+    """The job's own queue, which some task of the app must use, else its task's."""
+    if queue is None:
+        return task.queue if task is not None else defaults.queue
+    check_name("queue", queue)
+    if task is not None and queue == task.queue:
+        return queue  # the common case, answered without looking at every task
+    used = list(dict.fromkeys(other.queue for other in tasks.values()))
+    if used and queue not in used:
+        raise UnknownQueue(
+            f"unknown queue {queue!r}: no task of this app uses it{did_you_mean(queue, used)}"
+        )
+    return queue
+
+
+def _misfire(spec: JobSpec, task: TaskSettings | None) -> Misfire:
+    """The job's own misfire rule, else its task's, else "run_late"."""
+    if spec.misfire is None and spec.misfire_grace is None:
+        return task.misfire if task is not None else RUN_LATE
+    policy = spec.misfire or (task.misfire.policy if task is not None else "skip")
+    return job_misfire(str(policy), spec.misfire_grace)
+
+
+def _priority(priority: int | None, task: TaskSettings | None) -> int:
+    """The job's own priority, else its task's, else 0."""
+    if priority is not None:
+        return check_int("priority", priority, *PRIORITY_RANGE)
+    return task.priority if task is not None else 0
+
+
+def _max_attempts(max_attempts: int | None, task: TaskSettings | None) -> int | None:
+    """The job's own number, else its task's; None lets the claiming worker decide."""
+    if max_attempts is not None:
+        return check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+    return task.max_attempts if task is not None else None
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """ "; did you mean 'x'?" for the closest choice, else the list of choices, else ""."""
+    options: Sequence[str] = sorted(choices)
+    close = difflib.get_close_matches(name, options, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known: {', '.join(options)}" if options else ""

@@ -1,0 +1,217 @@
+"""`chronoq.core.enqueue.prepare` alone: a job spec and task settings in, insert fields out."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import chronoq
+from chronoq.core.enqueue import EnqueueDefaults, JobSpec, PreparedJob, prepare
+from chronoq.core.misfire import RUN_LATE, Misfire, MisfirePolicy
+from chronoq.core.validate import PayloadShape
+from chronoq.errors import (
+    ConfigError,
+    InvalidDuration,
+    InvalidPayload,
+    InvalidSchedule,
+    NaiveDatetime,
+    PayloadTooLarge,
+    UnknownQueue,
+    UnknownTask,
+)
+from chronoq.storage.base import JobInsertParams
+
+DEFAULTS = EnqueueDefaults(queue="default", lease=60.0, payload_limit=1000)
+LATER = datetime(2030, 1, 31, 9, tzinfo=UTC)
+
+
+SEND_SHAPE = PayloadShape.of("send", inspect.signature(lambda to: None))
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Task settings as a registered task holds them."""
+
+    queue: str
+    priority: int = 0
+    max_attempts: int = 20
+    lease: float = 30.0
+    misfire: Misfire = RUN_LATE
+    payload_shape: PayloadShape = SEND_SHAPE
+
+
+TASKS = {
+    "send": Settings(queue="emails", priority=5, max_attempts=8, lease=12.5),
+    "report": Settings(
+        queue="reports",
+        misfire=Misfire(MisfirePolicy.SKIP, timedelta(seconds=90)),
+        payload_shape=PayloadShape.of("report", inspect.signature(lambda: None)),
+    ),
+}
+
+
+def test_a_job_of_a_known_task_takes_the_task_settings() -> None:
+    job = prepare(JobSpec("send", {"to": "a@example.com"}), TASKS, DEFAULTS)
+    assert job == PreparedJob(
+        queue="emails",
+        task="send",
+        payload_json='{"to":"a@example.com"}',
+        run_at=None,
+        delay_seconds=0.0,
+        priority=5,
+        max_attempts=8,
+        lease_seconds=12.5,
+        key=None,
+        misfire="run_late",
+        misfire_grace=None,
+        rate_key=None,
+    )
+
+
+def test_the_job_own_options_win_over_the_task() -> None:
+    spec = JobSpec(
+        "send",
+        {"to": "a"},
+        run_at=LATER,
+        queue="reports",
+        key="k",
+        priority=-3,
+        max_attempts=2,
+        misfire="skip",
+        misfire_grace="5m",
+        rate_key="customer:1",
+    )
+    job = prepare(spec, TASKS, DEFAULTS)
+    assert (job.queue, job.run_at, job.key, job.priority, job.max_attempts) == (
+        "reports",
+        LATER,
+        "k",
+        -3,
+        2,
+    )
+    assert (job.misfire, job.misfire_grace, job.rate_key) == ("skip", 300.0, "customer:1")
+
+
+def test_a_grace_alone_keeps_the_task_policy_and_means_skip_for_an_unknown_task() -> None:
+    assert prepare(JobSpec("report"), TASKS, DEFAULTS).misfire_grace == 90.0
+    job = prepare(JobSpec("report", misfire_grace=10), TASKS, DEFAULTS)
+    assert (job.misfire, job.misfire_grace) == ("skip", 10.0)
+    job = prepare(JobSpec("send", {"to": "a"}, misfire_grace=10), TASKS, DEFAULTS)
+    assert (job.misfire, job.misfire_grace) == ("run_late", None)
+    job = prepare(JobSpec("elsewhere", misfire_grace=10), {}, DEFAULTS)
+    assert (job.misfire, job.misfire_grace) == ("skip", 10.0)
+
+
+def test_without_registered_tasks_any_task_takes_the_defaults() -> None:
+    job = prepare(JobSpec("elsewhere", {"any": [1]}, delay="2m"), {}, DEFAULTS)
+    assert (job.queue, job.lease_seconds, job.priority, job.max_attempts) == (
+        "default",
+        60.0,
+        0,
+        None,
+    )
+    assert (job.payload_json, job.delay_seconds) == ('{"any":[1]}', 120.0)
+    assert prepare(JobSpec("elsewhere", queue="any-queue"), {}, DEFAULTS).queue == "any-queue"
+
+
+def test_the_builder_gets_the_same_fields() -> None:
+    spec = JobSpec("send", {"to": "a"}, key="k")
+    params = prepare(spec, TASKS, DEFAULTS, JobInsertParams)
+    assert isinstance(params, JobInsertParams)
+    prepared = dataclasses.asdict(prepare(spec, TASKS, DEFAULTS))
+    assert {name: getattr(params, name) for name in prepared} == prepared
+
+
+@pytest.mark.parametrize(
+    ("spec", "error", "message"),
+    [
+        pytest.param(JobSpec("sned", {"to": "a"}), UnknownTask, "did you mean 'send'", id="task"),
+        pytest.param(JobSpec(""), ConfigError, "task name must be", id="task-empty"),
+        pytest.param(
+            JobSpec("send", {"to": "a"}, queue="emials"),
+            UnknownQueue,
+            "no task of this app uses it; did you mean 'emails'",
+            id="queue",
+        ),
+        pytest.param(JobSpec("send", {"to": "a"}, queue="a\nb"), ConfigError, "control", id="q"),
+        pytest.param(JobSpec("send", {"too": "a"}), InvalidPayload, "unexpected 'too'", id="fit"),
+        pytest.param(JobSpec("send", {"to": "x" * 2000}), PayloadTooLarge, "limit is 1000"),
+        pytest.param(
+            JobSpec("send", {"to": "a"}, run_at=LATER, delay=5),
+            ConfigError,
+            "either `run_at` or `delay`",
+            id="run_at-and-delay",
+        ),
+        pytest.param(
+            JobSpec("send", {"to": "a"}, run_at=datetime(2030, 1, 1)),
+            NaiveDatetime,
+            "^run_at=2030-01-01T00:00:00 has no time zone",
+            id="naive",
+        ),
+        pytest.param(JobSpec("send", {"to": "a"}, delay=-1), InvalidDuration, "negative"),
+        pytest.param(JobSpec("send", {"to": "a"}, priority=2**31), ConfigError, "^priority"),
+        pytest.param(JobSpec("send", {"to": "a"}, max_attempts=0), ConfigError, "^max_attempts"),
+        pytest.param(JobSpec("send", {"to": "a"}, key=""), ConfigError, "^key must be"),
+        pytest.param(JobSpec("send", {"to": "a"}, rate_key="\x00"), ConfigError, "^rate_key"),
+        pytest.param(
+            JobSpec("send", {"to": "a"}, misfire="coalesce"),
+            InvalidSchedule,
+            "applies to schedules only",
+            id="misfire",
+        ),
+        pytest.param(
+            JobSpec("send", {"to": "a"}, misfire_grace="-5s"),
+            InvalidSchedule,
+            "misfire grace must not be negative",
+            id="misfire-grace",
+        ),
+    ],
+)
+def test_refusals_name_the_field(spec: JobSpec, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        prepare(spec, TASKS, DEFAULTS)
+
+
+def test_job_spec_takes_its_options_by_keyword_only() -> None:
+    with pytest.raises(TypeError, match="positional"):
+        JobSpec("send", {"to": "a"}, LATER)  # type: ignore[misc]
+    assert JobSpec("send", {"to": "a"}, run_at=LATER).run_at == LATER
+
+
+# -- the renamed option `at`, through the app -------------------------------------------------
+
+
+@pytest.fixture
+def greet() -> Any:
+    app = chronoq.App("sqlite:///never-opened.db")  # every refusal comes before the store
+
+    @app.task
+    def greet(name: str) -> None: ...
+
+    return greet
+
+
+def test_defer_refuses_the_old_name_at_with_the_new_one(greet: Any) -> None:
+    with pytest.raises(ConfigError, match=r"^the option `at` is now called `run_at`$"):
+        greet.defer(name="x", at=LATER)
+
+
+def test_defer_refuses_at_and_run_at_together_naming_both(greet: Any) -> None:
+    with pytest.raises(ConfigError, match="`at` and `run_at` are both given"):
+        greet.defer(name="x", at=LATER, run_at=LATER)
+
+
+def test_enqueue_async_refuses_at_and_run_at_together(greet: Any) -> None:
+    with pytest.raises(ConfigError, match="`at` and `run_at` are both given"):
+        asyncio.run(greet.app.enqueue_async("greet", {"name": "x"}, at=LATER, run_at=LATER))
+
+
+def test_a_handler_parameter_named_at_is_still_refused() -> None:
+    app = chronoq.App("sqlite:///never-opened.db")
+    with pytest.raises(ConfigError, match="parameters named at"):
+        app.task(lambda at: None)
