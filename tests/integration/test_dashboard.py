@@ -362,6 +362,8 @@ def test_the_live_job_json_reports_status_and_attempts(
     }
     assert client.get("/dashboard/jobs/0.json").status_code == 400
     assert client.get("/dashboard/jobs/999.json").status_code == 404
+    too_long = client.get(f"/dashboard/jobs/{'9' * 5000}.json")
+    assert too_long.status_code == 400 and "positive whole number" in too_long.json()["error"]
 
 
 def test_job_search_filters(app: chronoq.App, client: TestClient, admin: str) -> None:
@@ -407,11 +409,15 @@ def test_job_search_pages_newest_first_by_cursor(
         ("/jobs/-3", "job id must be a positive whole number"),
         ("/jobs/99999999999999999999999", "job id must be a positive whole number"),
         ("/jobs/%EF%BC%91", "job id must be a positive whole number"),  # a full-width digit
+        ("/jobs/" + "9" * 5000, "job id must be a positive whole number"),  # past int()'s digits
+        ("/jobs?before_id=" + "9" * 5000, "before_id must be a positive whole number"),
         ("/jobs?created_after=yesterday", "created after must be a date"),
         ("/jobs?created_before=2026-13-01", "created before must be a date"),
         ("/jobs?status=lost", "status must be one of"),
         ("/jobs?before_id=x", "before_id must be a positive whole number"),
         ("/jobs?key=a%00b", "must not contain a NUL"),
+        ("/jobs?queue=a%01b", "contains control characters"),
+        ("/jobs?key=" + "k" * 1001, "key is 1001 characters long; the limit is 1000"),
         ("/dead?before_id=1.5", "before_id must be a positive whole number"),
         ("/dead?queue=%00", "must not contain a NUL"),
     ],
@@ -525,6 +531,8 @@ def test_purge_dead_jobs_older_than_an_age(
         ("/dead/requeue", {}, "Select at least one dead job first"),
         ("/dead/requeue", {"ids": ["1", "two"]}, "job id must be a positive whole number"),
         ("/dead/purge", {"ids": ["0"]}, "job id must be a positive whole number"),
+        ("/dead/purge", {"ids": ["9" * 5000]}, "job id must be a positive whole number"),
+        ("/dead/purge", {"older_than": "1e400"}, "longer than 100 years"),
         ("/dead/requeue", {"everything": "1", "queue": "a\x00"}, "must not contain a NUL"),
         ("/queues/pause", {"name": ""}, "queue name must be a non-empty string"),
         ("/queues/pause", {"name": "a\x01b"}, "contains control characters"),

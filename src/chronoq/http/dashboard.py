@@ -5,8 +5,9 @@ Pages (GET) need a session of at least read scope, opened with a token at `/logi
 and a flash message. With no token configured everyone is an admin, as for the API; the server
 then listens on loopback only, and every page says so.
 
-Templates are Jinja2 with autoescape on, loaded from the package; the overview's charts are
-drawn by `static/dashboard.js` from `/dashboard/overview.json`, which it polls.
+Templates are Jinja2 with autoescape on, loaded from the package; form and query values are
+read by `fields`, as the API's are. The overview's charts are drawn by `static/dashboard.js`
+from `/dashboard/overview.json`, which it polls.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
-from chronoq.core.durations import format_duration, parse_duration
+from chronoq.core.durations import format_duration
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
-from chronoq.core.validate import check_name
-from chronoq.errors import ConfigError, InvalidDuration, InvalidSchedule
+from chronoq.errors import InvalidSchedule
+from chronoq.http import fields
 from chronoq.http.auth import Scope
 from chronoq.http.context import HttpContext
+from chronoq.http.fields import FieldError, optional
 from chronoq.http.views import read_overview
 from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
 
@@ -40,7 +42,6 @@ PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures
 SHOWN_TICKS = 3  # upcoming fire times listed per schedule
 TRACEBACK_TAIL = 3  # traceback lines shown before the full one is unfolded
-MAX_ID = 2**63 - 1  # larger ids cannot be stored, and SQLite raises on them
 FLASH_LIMIT = 300  # characters per flash message: they travel in the session cookie
 SHOWN_IDS = 10  # ids listed in a flash message before "and N more"
 
@@ -61,10 +62,6 @@ PAGE_HEADERS = {
     "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
 }
 JSON_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-
-
-class BadInput(ValueError):
-    """A form or query value the dashboard cannot use; its message is shown to the user."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,61 +147,6 @@ TEMPLATES.filters.update(
 
 
 # -- input --------------------------------------------------------------------------------
-
-
-def parse_job_id(text: str, what: str = "job id") -> int:
-    cleaned = text.strip()
-    if not cleaned.isascii() or not cleaned.isdigit() or not 0 < int(cleaned) <= MAX_ID:
-        raise BadInput(f"{what} must be a positive whole number, got {_quoted(text)}")
-    return int(cleaned)
-
-
-def parse_ids(values: Sequence[str]) -> list[int]:
-    return sorted({parse_job_id(value) for value in values})
-
-
-def parse_moment(text: str, what: str) -> datetime | None:
-    """A date or date and time from a form; without an offset it is read as UTC."""
-    cleaned = text.strip()
-    if not cleaned:
-        return None
-    try:
-        moment = datetime.fromisoformat(cleaned)
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise BadInput(
-            f"{what} must be a date such as 2026-01-31 or 2026-01-31T09:30 (UTC unless an "
-            f"offset is given), got {_quoted(text)}"
-        ) from None
-
-
-def parse_status(text: str) -> JobStatus | None:
-    if not text.strip():
-        return None
-    try:
-        return JobStatus(text.strip())
-    except ValueError:
-        known = ", ".join(str(status) for status in JobStatus)
-        raise BadInput(f"status must be one of {known}, got {_quoted(text)}") from None
-
-
-def parse_text(text: str, what: str) -> str | None:
-    """A name or key to filter on; empty means any. NUL cannot be stored, so cannot match."""
-    if "\x00" in text:
-        raise BadInput(f"{what} must not contain a NUL character")
-    return text if text.strip() else None
-
-
-def parse_older_than(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except InvalidDuration as exc:
-        raise BadInput(str(exc)) from None
-
-
-def _quoted(text: str) -> str:
-    shown = text if len(text) <= 60 else text[:57] + "..."
-    return repr(shown)
 
 
 def local_path(target: str, default: str) -> str:
@@ -403,8 +345,8 @@ class Dashboard:
         if isinstance(actor, Response):
             return actor
         try:
-            self.ctx.app.store.queue_pause(check_name("queue", name), paused)
-        except ConfigError as exc:
+            self.ctx.app.store.queue_pause(fields.name("queue", name), paused)
+        except FieldError as exc:
             self.flash(request, "error", str(exc))
         else:
             self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
@@ -436,7 +378,7 @@ class Dashboard:
         }
         try:
             params = self._job_search(form, before_id)
-        except BadInput as exc:
+        except FieldError as exc:
             return self.render(
                 request, viewer, "jobs.html", status=400, form=form, error=str(exc), page=None
             )
@@ -445,15 +387,15 @@ class Dashboard:
 
     @staticmethod
     def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
-        status = parse_status(form["status"])
+        status = fields.status("status", form["status"])
         return JobListParams(
             statuses=(status,) if status is not None else (),
-            queue=parse_text(form["queue"], "queue"),
-            task=parse_text(form["task"], "task"),
-            key=parse_text(form["key"], "key"),
-            created_after=parse_moment(form["created_after"], "created after"),
-            created_before=parse_moment(form["created_before"], "created before"),
-            before_id=parse_job_id(before_id, "before_id") if before_id.strip() else None,
+            queue=fields.name_filter("queue", optional(form["queue"])),
+            task=fields.name_filter("task", optional(form["task"])),
+            key=fields.key_filter(optional(form["key"])),
+            created_after=fields.form_instant("created after", form["created_after"]),
+            created_before=fields.form_instant("created before", form["created_before"]),
+            before_id=_cursor(before_id),
             limit=PAGE_SIZE + 1,
         )
 
@@ -484,8 +426,8 @@ class Dashboard:
 
     def _find_job(self, request: Request, viewer: Viewer, job_id: str) -> Job | Response:
         try:
-            number = parse_job_id(job_id)
-        except BadInput as exc:
+            number = fields.job_id("job id", job_id)
+        except FieldError as exc:
             return self.render(
                 request, viewer, "message.html", status=400, title="Bad job id", message=str(exc)
             )
@@ -506,8 +448,8 @@ class Dashboard:
         if self.viewer(request).scope is None:
             return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
         try:
-            job = self.ctx.app.store.job_get(parse_job_id(job_id))
-        except BadInput as exc:
+            job = self.ctx.app.store.job_get(fields.job_id("job id", job_id))
+        except FieldError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400, headers=JSON_HEADERS)
         if job is None:
             return JSONResponse({"error": "no such job"}, status_code=404, headers=JSON_HEADERS)
@@ -519,8 +461,8 @@ class Dashboard:
         if isinstance(actor, Response):
             return actor
         try:
-            number = parse_job_id(job_id)
-        except BadInput as exc:
+            number = fields.job_id("job id", job_id)
+        except FieldError as exc:
             self.flash(request, "error", str(exc))
             return RedirectResponse("/jobs", status_code=303)
         job = self.ctx.app.store.job_cancel(number)
@@ -550,12 +492,12 @@ class Dashboard:
         try:
             params = JobListParams(
                 statuses=(JobStatus.DEAD,),
-                queue=parse_text(queue, "queue"),
-                task=parse_text(task, "task"),
-                before_id=parse_job_id(before_id, "before_id") if before_id.strip() else None,
+                queue=fields.name_filter("queue", optional(queue)),
+                task=fields.name_filter("task", optional(task)),
+                before_id=_cursor(before_id),
                 limit=PAGE_SIZE + 1,
             )
-        except BadInput as exc:
+        except FieldError as exc:
             return self.render(
                 request,
                 viewer,
@@ -584,7 +526,7 @@ class Dashboard:
             return actor
         try:
             params = self._dead_selection(ids, everything, queue, task)
-        except BadInput as exc:
+        except FieldError as exc:
             self.flash(request, "error", str(exc))
             return self.back(back, "/dead")
         result = self.ctx.app.store.dead_requeue(params)
@@ -605,12 +547,13 @@ class Dashboard:
         ids: Sequence[str] | None, everything: str, queue: str, task: str
     ) -> DeadRequeueParams:
         """The checked jobs, or with `everything` every dead job of the filter."""
-        queue_name, task_name = parse_text(queue, "queue"), parse_text(task, "task")
+        queue_name = fields.name_filter("queue", optional(queue))
+        task_name = fields.name_filter("task", optional(task))
         if everything:
             return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
-        chosen = parse_ids(ids or [])
+        chosen = fields.job_ids("job id", ids or [])
         if not chosen:
-            raise BadInput("Select at least one dead job first.")
+            raise FieldError("ids", "Select at least one dead job first.")
         return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
 
     def dead_purge(
@@ -628,7 +571,7 @@ class Dashboard:
             return actor
         try:
             params = self._purge_selection(ids, older_than, queue, task)
-        except BadInput as exc:
+        except FieldError as exc:
             self.flash(request, "error", str(exc))
             return self.back(back, "/dead")
         purged = self.ctx.app.store.dead_purge(params)
@@ -640,13 +583,14 @@ class Dashboard:
         ids: Sequence[str] | None, older_than: str, queue: str, task: str
     ) -> DeadPurgeParams:
         """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
-        queue_name, task_name = parse_text(queue, "queue"), parse_text(task, "task")
+        queue_name = fields.name_filter("queue", optional(queue))
+        task_name = fields.name_filter("task", optional(task))
         if older_than.strip():
-            age = parse_older_than(older_than)
+            age = fields.duration("older than", older_than)
             return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
-        chosen = parse_ids(ids or [])
+        chosen = fields.job_ids("job id", ids or [])
         if not chosen:
-            raise BadInput("Select at least one dead job, or give an age such as 7d.")
+            raise FieldError("ids", "Select at least one dead job, or give an age such as 7d.")
         return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
 
     # -- schedules ------------------------------------------------------------------------
@@ -668,11 +612,25 @@ class Dashboard:
         actor = self.actor(request, csrf)
         if isinstance(actor, Response):
             return actor
-        if "\x00" in name or self.ctx.app.store.schedule_pause(name, paused) is None:
-            self.flash(request, "error", f"There is no schedule named {_quoted(name)}.")
+        store = self.ctx.app.store
+        if not _is_name("schedule", name) or store.schedule_pause(name, paused) is None:
+            self.flash(request, "error", f"There is no schedule named {fields.quoted(name)}.")
         else:
             self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
         return RedirectResponse("/schedules", status_code=303)
+
+
+def _cursor(before_id: str) -> int | None:
+    return fields.job_id("before_id", before_id) if before_id.strip() else None
+
+
+def _is_name(kind: str, value: str) -> bool:
+    """Could `value` name a stored schedule (or queue, task) at all?"""
+    try:
+        fields.name(kind, value)
+    except FieldError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
