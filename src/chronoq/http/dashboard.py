@@ -5,29 +5,25 @@ Pages (GET) need a session of at least read scope, opened with a token at `/logi
 and a flash message. With no token configured everyone is an admin, as for the API; the server
 then listens on loopback only, and every page says so.
 
-Templates are Jinja2 with autoescape on, loaded from the package; form and query values are
-read by `fields`, as the API's are. The overview's charts are drawn by `static/dashboard.js`
+Templates are set up in `templating`; form and query values are read by `fields`, as the
+API's are. The overview's charts are drawn by `static/dashboard.js`
 from `/dashboard/overview.json`, which it polls.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from importlib import resources
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-import jinja2
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
-from chronoq.core.durations import format_duration
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.errors import InvalidSchedule
@@ -35,13 +31,13 @@ from chronoq.http import fields
 from chronoq.http.auth import Scope
 from chronoq.http.context import HttpContext
 from chronoq.http.fields import FieldError, optional
+from chronoq.http.templating import render, seconds
 from chronoq.http.views import read_overview
 from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
 
 PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures
 SHOWN_TICKS = 3  # upcoming fire times listed per schedule
-TRACEBACK_TAIL = 3  # traceback lines shown before the full one is unfolded
 FLASH_LIMIT = 300  # characters per flash message: they travel in the session cookie
 SHOWN_IDS = 10  # ids listed in a flash message before "and N more"
 
@@ -79,71 +75,6 @@ class Viewer:
     @property
     def role(self) -> str:
         return "admin" if self.admin else "read-only"
-
-
-# -- templates ----------------------------------------------------------------------------
-
-
-def _load_template(name: str) -> str | None:
-    source = resources.files("chronoq.http").joinpath("templates").joinpath(name)
-    return source.read_text(encoding="utf-8") if source.is_file() else None
-
-
-def when(moment: datetime | str | None) -> str:
-    """An instant as people read it at a glance: UTC, to the second."""
-    if moment is None or moment == "":
-        return "-"
-    if isinstance(moment, str):
-        try:
-            moment = datetime.fromisoformat(text := moment)
-        except ValueError:
-            return text
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def local_when(moment: datetime) -> str:
-    """An instant on its own wall clock, with the offset: schedules are read in their zone."""
-    return moment.strftime("%Y-%m-%d %H:%M %z")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if 0 < value < 0.001:  # "0ms" would read as "on the dot"
-        return "<1ms"
-    return format_duration(timedelta(seconds=max(0.0, float(value))))
-
-
-def per_minute(value: float) -> str:
-    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def traceback_tail(text: str) -> str:
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return "\n".join(lines[-TRACEBACK_TAIL:])
-
-
-TEMPLATES = jinja2.Environment(
-    loader=jinja2.FunctionLoader(_load_template),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-TEMPLATES.filters.update(
-    when=when,
-    local_when=local_when,
-    seconds=seconds,
-    per_minute=per_minute,
-    pretty_json=pretty_json,
-    traceback_tail=traceback_tail,
-)
 
 
 # -- input --------------------------------------------------------------------------------
@@ -270,9 +201,7 @@ class Dashboard:
         self, request: Request, viewer: Viewer, template: str, *, status: int = 200, **values: Any
     ) -> HTMLResponse:
         flashes = request.session.pop(FLASH_KEY, [])
-        html = TEMPLATES.get_template(template).render(
-            viewer=viewer, flashes=flashes, path=request.url.path, **values
-        )
+        html = render(template, viewer=viewer, flashes=flashes, path=request.url.path, **values)
         return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
     @staticmethod
