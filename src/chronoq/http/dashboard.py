@@ -5,22 +5,23 @@ Pages (GET) need a session of at least read scope, opened with a token at `/logi
 and a flash message. With no token configured everyone is an admin, as for the API; the server
 then listens on loopback only, and every page says so.
 
-Templates are set up in `templating`; form and query values are read by `fields`, as the
-API's are. The overview's charts are drawn by `static/dashboard.js`
-from `/dashboard/overview.json`, which it polls.
+Each route names the session it needs as a dependency (`Reader`, `Admin`, ...; sessions and
+their checks are in `auth`); a request without it never reaches the route, and the exception
+handlers installed here answer it: a stranger's page request with the login form, a form
+without its CSRF token or admin scope with a 403 page. Form and query values are read by
+`fields`, as the API's are; templates are set up in `templating`. The overview's charts are
+drawn by `static/dashboard.js` from `/dashboard/overview.json`, which it polls.
 """
 
 from __future__ import annotations
 
-import hmac
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
@@ -28,7 +29,18 @@ from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.errors import InvalidSchedule
 from chronoq.http import fields
-from chronoq.http.auth import Scope
+from chronoq.http.auth import (
+    Refused,
+    Session,
+    SignInRequired,
+    admin_sender,
+    data_reader,
+    end_session,
+    form_sender,
+    page_reader,
+    sign_in,
+    visitor,
+)
 from chronoq.http.context import HttpContext
 from chronoq.http.fields import FieldError, optional
 from chronoq.http.templating import render, seconds
@@ -40,9 +52,6 @@ POLL_MS = 2000  # how often the overview and a live job page ask for fresh figur
 SHOWN_TICKS = 3  # upcoming fire times listed per schedule
 FLASH_LIMIT = 300  # characters per flash message: they travel in the session cookie
 SHOWN_IDS = 10  # ids listed in a flash message before "and N more"
-
-SCOPE_KEY = "scope"
-CSRF_KEY = "csrf"
 FLASH_KEY = "flash"
 
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RUNNING})
@@ -59,25 +68,59 @@ PAGE_HEADERS = {
 }
 JSON_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
+CSRF_MISMATCH = (
+    "This form has expired or did not come from this dashboard (its CSRF token does not match "
+    "your session). Reload the page and try again."
+)
 
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who is looking: their scope (None: not signed in) and their session's CSRF token."""
+# The session each route needs; see `auth` for what each checks.
+Visitor = Annotated[Session, Depends(visitor)]
+Reader = Annotated[Session, Depends(page_reader)]
+Poller = Annotated[Session, Depends(data_reader)]
+LoginSender = Annotated[
+    Session, Depends(form_sender("The login form expired; reload it and sign in."))
+]
+LogoutSender = Annotated[
+    Session, Depends(form_sender("The form expired; reload the page to sign out."))
+]
+Admin = Annotated[
+    Session,
+    Depends(admin_sender(CSRF_MISMATCH, "Actions need an admin token; yours may only look.")),
+]
+Field = Annotated[str, Form()]
+Ids = Annotated[list[str] | None, Form()]
 
-    scope: Scope | None
-    csrf: str
-    open: bool
 
-    @property
-    def admin(self) -> bool:
-        return self.scope is Scope.ADMIN
-
-    @property
-    def role(self) -> str:
-        return "admin" if self.admin else "read-only"
+# -- answers ------------------------------------------------------------------------------
 
 
-# -- input --------------------------------------------------------------------------------
+def render_page(
+    request: Request, viewer: Session, template: str, *, status: int = 200, **values: Any
+) -> HTMLResponse:
+    """A page for `viewer`, showing (once) the flash messages waiting in the session."""
+    flashes = request.session.pop(FLASH_KEY, [])
+    html = render(template, viewer=viewer, flashes=flashes, path=request.url.path, **values)
+    return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+
+
+def render_message(
+    request: Request, viewer: Session, status: int, title: str, message: str
+) -> HTMLResponse:
+    return render_page(request, viewer, "message.html", status=status, title=title, message=message)
+
+
+def flash(request: Request, kind: str, text: str) -> None:
+    """A message for the next page the session sees."""
+    clipped = text if len(text) <= FLASH_LIMIT else text[: FLASH_LIMIT - 3] + "..."
+    request.session.setdefault(FLASH_KEY, []).append([kind, clipped])
+
+
+def see_other(target: str) -> RedirectResponse:
+    return RedirectResponse(target, status_code=303)
+
+
+def go_back(target: str, default: str) -> RedirectResponse:
+    return see_other(local_path(target, default))
 
 
 def local_path(target: str, default: str) -> str:
@@ -92,12 +135,19 @@ def local_path(target: str, default: str) -> str:
     return default
 
 
-def same_token(presented: str, expected: str) -> bool:
-    if not presented or not expected:
-        return False
-    return hmac.compare_digest(
-        presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
-    )
+def json_answer(body: Mapping[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=JSON_HEADERS)
+
+
+def _sign_in_first(request: Request, exc: SignInRequired) -> Response:
+    if not exc.page:
+        return json_answer({"error": "sign in first"}, 401)
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return see_other("/login" + _query({"next": here}))
+
+
+def _refused(request: Request, exc: Refused) -> Response:
+    return render_message(request, exc.session, 403, "Forbidden", exc.message)
 
 
 def _id_list(ids: Sequence[int]) -> str:
@@ -111,7 +161,14 @@ def _query(values: Mapping[str, str | int | None]) -> str:
     return "?" + urlencode(kept) if kept else ""
 
 
-# -- pages --------------------------------------------------------------------------------
+# -- routes -------------------------------------------------------------------------------
+
+
+def install_dashboard(server: FastAPI, ctx: HttpContext) -> None:
+    """The dashboard's routes on `server`, and the answers to requests they refuse."""
+    server.include_router(dashboard_routes(ctx))
+    server.add_exception_handler(SignInRequired, _sign_in_first)  # type: ignore[arg-type]
+    server.add_exception_handler(Refused, _refused)  # type: ignore[arg-type]
 
 
 def dashboard_routes(ctx: HttpContext) -> APIRouter:
@@ -141,151 +198,66 @@ def dashboard_routes(ctx: HttpContext) -> APIRouter:
     return router
 
 
-Csrf = Annotated[str, Form()]
-Field = Annotated[str, Form()]
-Ids = Annotated[list[str] | None, Form()]
-
-
 class Dashboard:
     """The dashboard's routes, as methods sharing the server's context."""
 
     def __init__(self, ctx: HttpContext) -> None:
         self.ctx = ctx
 
-    # -- sessions -------------------------------------------------------------------------
-
-    def viewer(self, request: Request) -> Viewer:
-        session = request.session
-        csrf = session.get(CSRF_KEY)
-        if not isinstance(csrf, str) or not csrf:
-            csrf = session[CSRF_KEY] = secrets.token_urlsafe(32)
-        return Viewer(self._scope(session), csrf, self.ctx.tokens.open)
-
-    def _scope(self, session: dict[str, Any]) -> Scope | None:
-        if self.ctx.tokens.open:
-            return Scope.ADMIN
-        stored = session.get(SCOPE_KEY)
-        try:
-            return Scope(stored) if isinstance(stored, int) else None
-        except ValueError:  # a scope this version does not know: sign in again
-            return None
-
-    def reader(self, request: Request) -> Viewer | Response:
-        """The viewer of a page, or a redirect to the login form."""
-        viewer = self.viewer(request)
-        if viewer.scope is None:
-            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return RedirectResponse("/login" + _query({"next": here}), status_code=303)
-        return viewer
-
-    def actor(self, request: Request, csrf: str) -> Viewer | Response:
-        """The admin behind an action, or a 403 page."""
-        viewer = self.viewer(request)
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(
-                request,
-                viewer,
-                "This form has expired or did not come from this dashboard (its CSRF token "
-                "does not match your session). Reload the page and try again.",
-            )
-        if not viewer.admin:
-            return self.refuse(request, viewer, "Actions need an admin token; yours may only look.")
-        return viewer
-
-    def refuse(self, request: Request, viewer: Viewer, message: str) -> HTMLResponse:
-        return self.render(
-            request, viewer, "message.html", status=403, title="Forbidden", message=message
-        )
-
-    def render(
-        self, request: Request, viewer: Viewer, template: str, *, status: int = 200, **values: Any
-    ) -> HTMLResponse:
-        flashes = request.session.pop(FLASH_KEY, [])
-        html = render(template, viewer=viewer, flashes=flashes, path=request.url.path, **values)
-        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
-
-    @staticmethod
-    def flash(request: Request, kind: str, text: str) -> None:
-        clipped = text if len(text) <= FLASH_LIMIT else text[: FLASH_LIMIT - 3] + "..."
-        request.session.setdefault(FLASH_KEY, []).append([kind, clipped])
-
-    @staticmethod
-    def back(target: str, default: str) -> RedirectResponse:
-        return RedirectResponse(local_path(target, default), status_code=303)
-
     # -- login ----------------------------------------------------------------------------
 
-    def login_form(self, request: Request, next: str = "/") -> Response:
-        viewer = self.viewer(request)
-        if viewer.scope is not None:
-            return RedirectResponse(local_path(next, "/"), status_code=303)
-        return self.render(request, viewer, "login.html", next=local_path(next, "/"), error="")
+    def login_form(self, request: Request, viewer: Visitor, next: str = "/") -> Response:
+        target = local_path(next, "/")
+        if viewer.signed_in:
+            return see_other(target)
+        return render_page(request, viewer, "login.html", next=target, error="")
 
     def login(
-        self, request: Request, csrf: Csrf = "", token: Field = "", next: Field = "/"
+        self, request: Request, viewer: LoginSender, token: Field = "", next: Field = "/"
     ) -> Response:
-        viewer = self.viewer(request)
         target = local_path(next, "/")
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(request, viewer, "The login form expired; reload it and sign in.")
-        scope = self.ctx.tokens.scope_of(token)
-        if scope is None:
-            return self.render(
+        session = sign_in(request, token)
+        if session is None:
+            return render_page(
                 request, viewer, "login.html", status=401, next=target, error="Unknown token."
             )
-        # A fresh session at each login, so nothing set before it (a planted cookie) survives.
-        request.session.clear()
-        request.session[SCOPE_KEY] = int(scope)
-        request.session[CSRF_KEY] = secrets.token_urlsafe(32)
-        self.flash(request, "ok", f"Signed in ({'admin' if scope is Scope.ADMIN else 'read-only'})")
-        return RedirectResponse(target, status_code=303)
+        flash(request, "ok", f"Signed in ({session.role})")
+        return see_other(target)
 
-    def logout(self, request: Request, csrf: Csrf = "") -> Response:
-        viewer = self.viewer(request)
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(request, viewer, "The form expired; reload the page to sign out.")
-        request.session.clear()
-        return RedirectResponse("/login", status_code=303)
+    def logout(self, request: Request, viewer: LogoutSender) -> Response:
+        end_session(request)
+        return see_other("/login")
 
     # -- overview and queues --------------------------------------------------------------
 
-    def overview(self, request: Request) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
+    def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
-        return self.render(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
+        return render_page(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
 
-    def overview_json(self, request: Request) -> Response:
-        if self.viewer(request).scope is None:
-            return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
-        return JSONResponse(
-            read_overview(self.ctx.recent, self.ctx.app.store), headers=JSON_HEADERS
-        )
+    def overview_json(self, viewer: Poller) -> Response:
+        return json_answer(read_overview(self.ctx.recent, self.ctx.app.store))
 
-    def queue_pause(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._queue_paused(request, csrf, name, paused=True)
+    def queue_pause(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._queue_paused(request, name, paused=True)
 
-    def queue_resume(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._queue_paused(request, csrf, name, paused=False)
+    def queue_resume(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._queue_paused(request, name, paused=False)
 
-    def _queue_paused(self, request: Request, csrf: str, name: str, *, paused: bool) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
+    def _queue_paused(self, request: Request, name: str, *, paused: bool) -> Response:
         try:
             self.ctx.app.store.queue_pause(fields.name("queue", name), paused)
         except FieldError as exc:
-            self.flash(request, "error", str(exc))
+            flash(request, "error", str(exc))
         else:
-            self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
-        return RedirectResponse("/", status_code=303)
+            flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
+        return see_other("/")
 
     # -- jobs -----------------------------------------------------------------------------
 
     def jobs(
         self,
         request: Request,
+        viewer: Reader,
         status: str = "",
         queue: str = "",
         task: str = "",
@@ -294,9 +266,6 @@ class Dashboard:
         created_before: str = "",
         before_id: str = "",
     ) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
         form = {
             "status": status,
             "queue": queue,
@@ -306,27 +275,13 @@ class Dashboard:
             "created_before": created_before,
         }
         try:
-            params = self._job_search(form, before_id)
+            params = _job_search(form, before_id)
         except FieldError as exc:
-            return self.render(
+            return render_page(
                 request, viewer, "jobs.html", status=400, form=form, error=str(exc), page=None
             )
         page = self._page(params, form)
-        return self.render(request, viewer, "jobs.html", form=form, error="", page=page)
-
-    @staticmethod
-    def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
-        status = fields.status("status", form["status"])
-        return JobListParams(
-            statuses=(status,) if status is not None else (),
-            queue=fields.name_filter("queue", optional(form["queue"])),
-            task=fields.name_filter("task", optional(form["task"])),
-            key=fields.key_filter(optional(form["key"])),
-            created_after=fields.form_instant("created after", form["created_after"]),
-            created_before=fields.form_instant("created before", form["created_before"]),
-            before_id=_cursor(before_id),
-            limit=PAGE_SIZE + 1,
-        )
+        return render_page(request, viewer, "jobs.html", form=form, error="", page=page)
 
     def _page(self, params: JobListParams, form: dict[str, str]) -> JobPage:
         """One page of a search, newest first, with the cursor of the next one if any."""
@@ -336,98 +291,66 @@ class Dashboard:
         newest = _query(dict(form)) if params.before_id is not None else None
         return JobPage(jobs, older, newest)
 
-    def job(self, request: Request, job_id: str) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
-        found = self._find_job(request, viewer, job_id)
-        if isinstance(found, Response):
-            return found
-        return self.render(
+    def job(self, request: Request, job_id: str, viewer: Reader) -> Response:
+        try:
+            number = fields.job_id("job id", job_id)
+        except FieldError as exc:
+            return render_message(request, viewer, 400, "Bad job id", str(exc))
+        job = self.ctx.app.store.job_get(number)
+        if job is None:
+            message = f"There is no job {number}; it may have been pruned or purged."
+            return render_message(request, viewer, 404, "No such job", message)
+        return render_page(
             request,
             viewer,
             "job.html",
-            job=found,
-            live=not found.status.is_final,
-            cancellable=found.status in CANCELLABLE,
+            job=job,
+            live=not job.status.is_final,
+            cancellable=job.status in CANCELLABLE,
             poll_ms=POLL_MS,
         )
 
-    def _find_job(self, request: Request, viewer: Viewer, job_id: str) -> Job | Response:
-        try:
-            number = fields.job_id("job id", job_id)
-        except FieldError as exc:
-            return self.render(
-                request, viewer, "message.html", status=400, title="Bad job id", message=str(exc)
-            )
-        job = self.ctx.app.store.job_get(number)
-        if job is None:
-            return self.render(
-                request,
-                viewer,
-                "message.html",
-                status=404,
-                title="No such job",
-                message=f"There is no job {number}; it may have been pruned or purged.",
-            )
-        return job
-
-    def job_json(self, request: Request, job_id: str) -> Response:
+    def job_json(self, job_id: str, viewer: Poller) -> Response:
         """What a live job page compares with what it shows, to reload when the job moved."""
-        if self.viewer(request).scope is None:
-            return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
         try:
             job = self.ctx.app.store.job_get(fields.job_id("job id", job_id))
         except FieldError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400, headers=JSON_HEADERS)
+            return json_answer({"error": str(exc)}, 400)
         if job is None:
-            return JSONResponse({"error": "no such job"}, status_code=404, headers=JSON_HEADERS)
-        body = {"id": job.id, "status": str(job.status), "attempts": job.attempts}
-        return JSONResponse(body, headers=JSON_HEADERS)
+            return json_answer({"error": "no such job"}, 404)
+        return json_answer({"id": job.id, "status": str(job.status), "attempts": job.attempts})
 
-    def job_cancel(self, request: Request, job_id: str, csrf: Csrf = "") -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
+    def job_cancel(self, request: Request, job_id: str, actor: Admin) -> Response:
         try:
             number = fields.job_id("job id", job_id)
         except FieldError as exc:
-            self.flash(request, "error", str(exc))
-            return RedirectResponse("/jobs", status_code=303)
+            flash(request, "error", str(exc))
+            return see_other("/jobs")
         job = self.ctx.app.store.job_cancel(number)
         if job is None:
-            self.flash(request, "error", f"There is no job {number}.")
-            return RedirectResponse("/jobs", status_code=303)
+            flash(request, "error", f"There is no job {number}.")
+            return see_other("/jobs")
         if job.status is JobStatus.CANCELLED:
-            self.flash(request, "ok", f"Cancelled job {number}")
+            flash(request, "ok", f"Cancelled job {number}")
         else:
-            self.flash(
+            flash(
                 request,
                 "error",
                 f"Job {number} is {job.status}; only pending or running jobs can be cancelled.",
             )
-        return RedirectResponse(f"/jobs/{number}", status_code=303)
+        return see_other(f"/jobs/{number}")
 
     # -- dead letters ---------------------------------------------------------------------
 
     def dead(
-        self, request: Request, queue: str = "", task: str = "", before_id: str = ""
+        self, request: Request, viewer: Reader, queue: str = "", task: str = "", before_id: str = ""
     ) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
         form = {"queue": queue, "task": task}
         here = request.url.path + _query({**form, "before_id": before_id})
         try:
-            params = JobListParams(
-                statuses=(JobStatus.DEAD,),
-                queue=fields.name_filter("queue", optional(queue)),
-                task=fields.name_filter("task", optional(task)),
-                before_id=_cursor(before_id),
-                limit=PAGE_SIZE + 1,
-            )
+            params = _dead_search(queue, task, before_id)
         except FieldError as exc:
-            return self.render(
+            return render_page(
                 request,
                 viewer,
                 "dead.html",
@@ -438,119 +361,132 @@ class Dashboard:
                 here="/dead",
             )
         page = self._page(params, form)
-        return self.render(request, viewer, "dead.html", form=form, error="", page=page, here=here)
+        return render_page(request, viewer, "dead.html", form=form, error="", page=page, here=here)
 
     def dead_requeue(
         self,
         request: Request,
-        csrf: Csrf = "",
+        actor: Admin,
         ids: Ids = None,
         everything: Field = "",
         queue: Field = "",
         task: Field = "",
         back: Field = "/dead",
     ) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
         try:
-            params = self._dead_selection(ids, everything, queue, task)
+            params = _requeue_selection(ids, everything, queue, task)
         except FieldError as exc:
-            self.flash(request, "error", str(exc))
-            return self.back(back, "/dead")
+            flash(request, "error", str(exc))
+            return go_back(back, "/dead")
         result = self.ctx.app.store.dead_requeue(params)
-        self.flash(
-            request, "ok", f"Requeued {len(result.requeued)} job(s){_id_list(result.requeued)}"
-        )
+        flash(request, "ok", f"Requeued {len(result.requeued)} job(s){_id_list(result.requeued)}")
         if result.key_conflicts:
-            self.flash(
+            flash(
                 request,
                 "error",
                 f"Kept dead {len(result.key_conflicts)} job(s) whose key a live job holds"
                 f"{_id_list(result.key_conflicts)}",
             )
-        return self.back(back, "/dead")
-
-    @staticmethod
-    def _dead_selection(
-        ids: Sequence[str] | None, everything: str, queue: str, task: str
-    ) -> DeadRequeueParams:
-        """The checked jobs, or with `everything` every dead job of the filter."""
-        queue_name = fields.name_filter("queue", optional(queue))
-        task_name = fields.name_filter("task", optional(task))
-        if everything:
-            return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
-        chosen = fields.job_ids("job id", ids or [])
-        if not chosen:
-            raise FieldError("ids", "Select at least one dead job first.")
-        return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
+        return go_back(back, "/dead")
 
     def dead_purge(
         self,
         request: Request,
-        csrf: Csrf = "",
+        actor: Admin,
         ids: Ids = None,
         older_than: Field = "",
         queue: Field = "",
         task: Field = "",
         back: Field = "/dead",
     ) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
         try:
-            params = self._purge_selection(ids, older_than, queue, task)
+            params = _purge_selection(ids, older_than, queue, task)
         except FieldError as exc:
-            self.flash(request, "error", str(exc))
-            return self.back(back, "/dead")
+            flash(request, "error", str(exc))
+            return go_back(back, "/dead")
         purged = self.ctx.app.store.dead_purge(params)
-        self.flash(request, "ok", f"Purged {purged} dead job(s)")
-        return self.back(back, "/dead")
-
-    @staticmethod
-    def _purge_selection(
-        ids: Sequence[str] | None, older_than: str, queue: str, task: str
-    ) -> DeadPurgeParams:
-        """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
-        queue_name = fields.name_filter("queue", optional(queue))
-        task_name = fields.name_filter("task", optional(task))
-        if older_than.strip():
-            age = fields.duration("older than", older_than)
-            return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
-        chosen = fields.job_ids("job id", ids or [])
-        if not chosen:
-            raise FieldError("ids", "Select at least one dead job, or give an age such as 7d.")
-        return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
+        flash(request, "ok", f"Purged {purged} dead job(s)")
+        return go_back(back, "/dead")
 
     # -- schedules ------------------------------------------------------------------------
 
-    def schedules(self, request: Request) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
+    def schedules(self, request: Request, viewer: Reader) -> Response:
         rows = [ScheduleRow(s, upcoming(s)) for s in self.ctx.app.store.schedule_list()]
-        return self.render(request, viewer, "schedules.html", rows=rows)
+        return render_page(request, viewer, "schedules.html", rows=rows)
 
-    def schedule_pause(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._schedule_paused(request, csrf, name, paused=True)
+    def schedule_pause(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._schedule_paused(request, name, paused=True)
 
-    def schedule_resume(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._schedule_paused(request, csrf, name, paused=False)
+    def schedule_resume(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._schedule_paused(request, name, paused=False)
 
-    def _schedule_paused(self, request: Request, csrf: str, name: str, *, paused: bool) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
+    def _schedule_paused(self, request: Request, name: str, *, paused: bool) -> Response:
         store = self.ctx.app.store
         if not _is_name("schedule", name) or store.schedule_pause(name, paused) is None:
-            self.flash(request, "error", f"There is no schedule named {fields.quoted(name)}.")
+            flash(request, "error", f"There is no schedule named {fields.quoted(name)}.")
         else:
-            self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
-        return RedirectResponse("/schedules", status_code=303)
+            flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
+        return see_other("/schedules")
+
+
+# -- what forms and queries ask for -------------------------------------------------------
+
+
+def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
+    status = fields.status("status", form["status"])
+    return JobListParams(
+        statuses=(status,) if status is not None else (),
+        queue=fields.name_filter("queue", optional(form["queue"])),
+        task=fields.name_filter("task", optional(form["task"])),
+        key=fields.key_filter(optional(form["key"])),
+        created_after=fields.form_instant("created after", form["created_after"]),
+        created_before=fields.form_instant("created before", form["created_before"]),
+        before_id=_cursor(before_id),
+        limit=PAGE_SIZE + 1,
+    )
+
+
+def _dead_search(queue: str, task: str, before_id: str) -> JobListParams:
+    return JobListParams(
+        statuses=(JobStatus.DEAD,),
+        queue=fields.name_filter("queue", optional(queue)),
+        task=fields.name_filter("task", optional(task)),
+        before_id=_cursor(before_id),
+        limit=PAGE_SIZE + 1,
+    )
 
 
 def _cursor(before_id: str) -> int | None:
     return fields.job_id("before_id", before_id) if before_id.strip() else None
+
+
+def _requeue_selection(
+    ids: Sequence[str] | None, everything: str, queue: str, task: str
+) -> DeadRequeueParams:
+    """The checked jobs, or with `everything` every dead job of the filter."""
+    queue_name = fields.name_filter("queue", optional(queue))
+    task_name = fields.name_filter("task", optional(task))
+    if everything:
+        return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
+    chosen = fields.job_ids("job id", ids or [])
+    if not chosen:
+        raise FieldError("ids", "Select at least one dead job first.")
+    return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
+
+
+def _purge_selection(
+    ids: Sequence[str] | None, older_than: str, queue: str, task: str
+) -> DeadPurgeParams:
+    """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
+    queue_name = fields.name_filter("queue", optional(queue))
+    task_name = fields.name_filter("task", optional(task))
+    if older_than.strip():
+        age = fields.duration("older than", older_than)
+        return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
+    chosen = fields.job_ids("job id", ids or [])
+    if not chosen:
+        raise FieldError("ids", "Select at least one dead job, or give an age such as 7d.")
+    return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
 
 
 def _is_name(kind: str, value: str) -> bool:
