@@ -3,10 +3,13 @@ escaping of hostile names, every page, every action, and bad input that must nev
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import itsdangerous
 import pytest
 from fastapi.testclient import TestClient
 from httpx2 import Response
@@ -14,7 +17,7 @@ from httpx2 import Response
 import chronoq
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.schedules import ScheduleSpec
-from chronoq.http.auth import TokenTable
+from chronoq.http.auth import SESSION_COOKIE, TokenTable
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
@@ -184,6 +187,22 @@ def test_servers_sharing_a_session_secret_share_their_sessions(app: chronoq.App)
         assert second.get("/", follow_redirects=False).status_code == 200
     with TestClient(servers[2], cookies=cookies) as stranger:
         assert stranger.get("/", follow_redirects=False).status_code == 303
+
+
+def test_a_session_of_a_scope_this_version_does_not_know_signs_in_again(
+    app: chronoq.App,
+) -> None:
+    secret = "session-secret-0123456789abcdef"
+    server = create_server(HttpContext(app, TokenTable(admin=(ADMIN,)), Metrics(), secret=secret))
+
+    def cookie(scope: int) -> str:
+        # Signed as Starlette's session middleware signs: base64 JSON, timestamped.
+        data = base64.b64encode(json.dumps({"scope": scope, "csrf": "c" * 20}).encode())
+        return itsdangerous.TimestampSigner(secret).sign(data).decode()
+
+    for scope, status in ((2, 200), (99, 303)):
+        with TestClient(server, cookies={SESSION_COOKIE: cookie(scope)}) as browser:
+            assert browser.get("/", follow_redirects=False).status_code == status, scope
 
 
 def test_open_access_needs_no_login_and_says_so(app: chronoq.App) -> None:
