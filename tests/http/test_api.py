@@ -248,6 +248,7 @@ def test_search_by_creation_time(client: TestClient, app: chronoq.App) -> None:
         ({"created_before": "yesterday"}, "created_before"),
         ({"cursor": "abc"}, "cursor"),
         ({"cursor": str(2**64)}, "cursor"),
+        ({"cursor": "9" * 5000}, "cursor"),  # past the digits int() converts
         ({"limit": 0}, "limit"),
         ({"limit": 5000}, "limit"),
         ({"status": "sleeping"}, "status[0]"),
@@ -301,6 +302,17 @@ def test_dead_list_requeue_and_purge(client: TestClient, app: chronoq.App) -> No
         422,
         "older_than",
     )
+
+
+def test_a_purge_age_past_a_century_says_so(client: TestClient) -> None:
+    for age in (1e300, 4e9):
+        answer = client.post("/api/v1/dead/purge", json={"all": True, "older_than": age})
+        error = _error(answer, 422, "older_than")
+        assert error == {
+            "type": "InvalidDuration",
+            "message": "older_than must be between 0 and 100 years",
+            "field": "older_than",
+        }
 
 
 # -- schedules and queues -------------------------------------------------------------------

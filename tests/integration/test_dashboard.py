@@ -3,10 +3,13 @@ escaping of hostile names, every page, every action, and bad input that must nev
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import itsdangerous
 import pytest
 from fastapi.testclient import TestClient
 from httpx2 import Response
@@ -14,7 +17,7 @@ from httpx2 import Response
 import chronoq
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.schedules import ScheduleSpec
-from chronoq.http.auth import TokenTable
+from chronoq.http.auth import SESSION_COOKIE, TokenTable
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
@@ -186,6 +189,22 @@ def test_servers_sharing_a_session_secret_share_their_sessions(app: chronoq.App)
         assert second.get("/", follow_redirects=False).status_code == 200
     with TestClient(servers[2], cookies=cookies) as stranger:
         assert stranger.get("/", follow_redirects=False).status_code == 303
+
+
+def test_a_session_of_a_scope_this_version_does_not_know_signs_in_again(
+    app: chronoq.App,
+) -> None:
+    secret = "session-secret-0123456789abcdef"
+    server = create_server(HttpContext(app, TokenTable(admin=(ADMIN,)), Metrics(), secret=secret))
+
+    def cookie(scope: int) -> str:
+        # Signed as Starlette's session middleware signs: base64 JSON, timestamped.
+        data = base64.b64encode(json.dumps({"scope": scope, "csrf": "c" * 20}).encode())
+        return itsdangerous.TimestampSigner(secret).sign(data).decode()
+
+    for scope, status in ((2, 200), (99, 303)):
+        with TestClient(server, cookies={SESSION_COOKIE: cookie(scope)}) as browser:
+            assert browser.get("/", follow_redirects=False).status_code == status, scope
 
 
 def test_open_access_needs_no_login_and_says_so(app: chronoq.App) -> None:
@@ -364,6 +383,8 @@ def test_the_live_job_json_reports_status_and_attempts(
     }
     assert client.get("/dashboard/jobs/0.json").status_code == 400
     assert client.get("/dashboard/jobs/999.json").status_code == 404
+    too_long = client.get(f"/dashboard/jobs/{'9' * 5000}.json")
+    assert too_long.status_code == 400 and "positive whole number" in too_long.json()["error"]
 
 
 def test_job_search_filters(app: chronoq.App, client: TestClient, admin: str) -> None:
@@ -409,11 +430,15 @@ def test_job_search_pages_newest_first_by_cursor(
         ("/jobs/-3", "job id must be a positive whole number"),
         ("/jobs/99999999999999999999999", "job id must be a positive whole number"),
         ("/jobs/%EF%BC%91", "job id must be a positive whole number"),  # a full-width digit
+        ("/jobs/" + "9" * 5000, "job id must be a positive whole number"),  # past int()'s digits
+        ("/jobs?before_id=" + "9" * 5000, "before_id must be a positive whole number"),
         ("/jobs?created_after=yesterday", "created after must be a date"),
         ("/jobs?created_before=2026-13-01", "created before must be a date"),
         ("/jobs?status=lost", "status must be one of"),
         ("/jobs?before_id=x", "before_id must be a positive whole number"),
         ("/jobs?key=a%00b", "must not contain a NUL"),
+        ("/jobs?queue=a%01b", "contains control characters"),
+        ("/jobs?key=" + "k" * 1001, "key is 1001 characters long; the limit is 1000"),
         ("/dead?before_id=1.5", "before_id must be a positive whole number"),
         ("/dead?queue=%00", "must not contain a NUL"),
     ],
@@ -527,6 +552,8 @@ def test_purge_dead_jobs_older_than_an_age(
         ("/dead/requeue", {}, "Select at least one dead job first"),
         ("/dead/requeue", {"ids": ["1", "two"]}, "job id must be a positive whole number"),
         ("/dead/purge", {"ids": ["0"]}, "job id must be a positive whole number"),
+        ("/dead/purge", {"ids": ["9" * 5000]}, "job id must be a positive whole number"),
+        ("/dead/purge", {"older_than": "1e400"}, "longer than 100 years"),
         ("/dead/requeue", {"everything": "1", "queue": "a\x00"}, "must not contain a NUL"),
         ("/queues/pause", {"name": ""}, "queue name must be a non-empty string"),
         ("/queues/pause", {"name": "a\x01b"}, "contains control characters"),

@@ -6,7 +6,7 @@ import pytest
 
 from chronoq.config import Config
 from chronoq.errors import ConfigError
-from chronoq.http.auth import Scope, TokenTable
+from chronoq.http.auth import Scope, Session, TokenTable
 
 ADMIN, READ = "admin-token-0123456789", "read-token-0123456789"
 
@@ -35,3 +35,23 @@ def test_short_tokens_are_refused_without_being_echoed() -> None:
     with pytest.raises(ConfigError, match="at least 16 characters") as caught:
         TokenTable.from_config(Config(read_tokens="tiny-token"))
     assert "tiny-token" not in str(caught.value)
+
+
+def test_a_session_knows_its_own_csrf_token_only() -> None:
+    session = Session(Scope.READ, "csrf-token-0123456789", open=False)
+    assert session.csrf_matches("csrf-token-0123456789")
+    for wrong in ("", "csrf-token-012345678", "csrf-token-0123456789x", "\udcff"):
+        assert not session.csrf_matches(wrong)
+    assert not Session(None, "", open=False).csrf_matches("")
+
+
+def test_a_session_says_what_it_may_do() -> None:
+    stranger, reader = Session(None, "c", open=False), Session(Scope.READ, "c", open=False)
+    admin = Session(Scope.ADMIN, "c", open=False)
+    assert (stranger.signed_in, reader.signed_in, admin.signed_in) == (False, True, True)
+    assert (reader.admin, reader.role, admin.admin, admin.role) == (
+        False,
+        "read-only",
+        True,
+        "admin",
+    )

@@ -9,7 +9,7 @@ them in its thread pool, where the store's blocking calls belong.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
@@ -18,11 +18,9 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from chronoq.core.durations import parse_duration
 from chronoq.core.enqueue import RENAMED_OPTIONS, Enqueued, JobSpec
 from chronoq.core.jobs import MAX_ID, Job, JobStatus
 from chronoq.core.schedules import Schedule
-from chronoq.core.validate import check_key, check_name
 from chronoq.errors import (
     ChronoqError,
     ConfigError,
@@ -38,8 +36,10 @@ from chronoq.errors import (
     UnknownQueue,
     UnknownTask,
 )
+from chronoq.http import fields
 from chronoq.http.auth import Scope
 from chronoq.http.context import HttpContext
+from chronoq.http.fields import FieldError
 from chronoq.http.models import (
     BatchIn,
     BatchOut,
@@ -150,11 +150,11 @@ def _job_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
         """Jobs newest first, filtered; `created_after` is inclusive, `created_before` not."""
         params = JobListParams(
             statuses=tuple(status or ()),
-            queue=_name("queue", queue),
-            task=_name("task", task),
-            key=_key(key),
-            created_after=_aware("created_after", created_after),
-            created_before=_aware("created_before", created_before),
+            queue=fields.name_filter("queue", queue),
+            task=fields.name_filter("task", task),
+            key=fields.key_filter(key),
+            created_after=fields.aware_instant("created_after", created_after),
+            created_before=fields.aware_instant("created_before", created_before),
             limit=limit,
             before_id=_cursor(cursor),
         )
@@ -206,8 +206,8 @@ def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
     ) -> dict[str, Any]:
         params = JobListParams(
             statuses=(JobStatus.DEAD,),
-            queue=_name("queue", queue),
-            task=_name("task", task),
+            queue=fields.name_filter("queue", queue),
+            task=fields.name_filter("task", task),
             limit=limit,
             before_id=_cursor(cursor),
         )
@@ -220,8 +220,8 @@ def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
         result = ctx.app.store.dead_requeue(
             DeadRequeueParams(
                 ids=None if selection.all else selection.ids,
-                queue=_name("queue", selection.queue),
-                task=_name("task", selection.task),
+                queue=fields.name_filter("queue", selection.queue),
+                task=fields.name_filter("task", selection.task),
             )
         )
         return {"requeued": result.requeued, "key_conflicts": result.key_conflicts}
@@ -232,10 +232,10 @@ def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
         _check_selection(selection)
         purged = ctx.app.store.dead_purge(
             DeadPurgeParams(
-                older_than=_duration("older_than", selection.older_than),
+                older_than=fields.duration("older_than", selection.older_than),
                 ids=None if selection.all else selection.ids,
-                queue=_name("queue", selection.queue),
-                task=_name("task", selection.task),
+                queue=fields.name_filter("queue", selection.queue),
+                task=fields.name_filter("task", selection.task),
             )
         )
         return {"purged": purged}
@@ -368,49 +368,12 @@ def _page(jobs: list[Job], limit: int) -> dict[str, Any]:
 
 
 def _cursor(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    if not cursor.isascii() or not cursor.isdigit() or not 1 <= int(cursor) <= MAX_ID:
-        raise ApiError(422, "ValidationError", f"invalid cursor {cursor[:40]!r}", "cursor")
-    return int(cursor)
-
-
-def _name(kind: str, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return check_name(kind, value)
-    except ConfigError as exc:
-        raise ApiError(422, "ValidationError", str(exc), kind) from None
+    return fields.job_id("cursor", cursor) if cursor is not None else None
 
 
 def _named(kind: str, value: str) -> str:
-    """A name in the path: never empty, so never None."""
-    return _name(kind, value) or value
-
-
-def _key(value: str | None) -> str | None:
-    try:
-        return check_key(value)
-    except ConfigError as exc:
-        raise ApiError(422, "ValidationError", str(exc), "key") from None
-
-
-def _aware(field: str, moment: datetime | None) -> datetime | None:
-    if moment is not None and moment.utcoffset() is None:
-        message = f"{field} has no time zone: give an offset, e.g. 2027-01-01T09:00:00Z"
-        raise ApiError(422, "NaiveDatetime", message, field)
-    return moment
-
-
-def _duration(field: str, value: float | str) -> timedelta:
-    try:
-        delta = parse_duration(value) if isinstance(value, str) else timedelta(seconds=value)
-    except (InvalidDuration, OverflowError) as exc:
-        raise ApiError(422, "InvalidDuration", str(exc), field) from None
-    if delta < timedelta(0) or delta > timedelta(days=365 * 100):
-        raise ApiError(422, "InvalidDuration", f"{field} must be between 0 and 100 years", field)
-    return delta
+    """A name in the path (FastAPI has checked that it is not empty)."""
+    return fields.name(kind, value)
 
 
 def _check_selection(selection: DeadSelection) -> None:
@@ -470,6 +433,7 @@ def _queue_row(name: str, settings: Any, counts: Any) -> dict[str, Any]:
 
 def install_error_handlers(server: FastAPI) -> None:
     server.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    server.add_exception_handler(FieldError, _field_error)  # type: ignore[arg-type]
     server.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     server.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     server.add_exception_handler(ChronoqError, _chronoq_error)  # type: ignore[arg-type]
@@ -483,6 +447,11 @@ def error_response(status: int, kind: str, message: str, field: str | None) -> J
 
 def _api_error(request: Request, exc: ApiError) -> JSONResponse:
     return error_response(exc.status, exc.kind, exc.message, exc.field)
+
+
+def _field_error(request: Request, exc: FieldError) -> JSONResponse:
+    """A value read by `fields` that cannot be used: always the caller's to fix."""
+    return error_response(422, exc.kind, exc.message, exc.field)
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

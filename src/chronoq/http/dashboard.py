@@ -5,47 +5,53 @@ Pages (GET) need a session of at least read scope, opened with a token at `/logi
 and a flash message. With no token configured everyone is an admin, as for the API; the server
 then listens on loopback only, and every page says so.
 
-Templates are Jinja2 with autoescape on, loaded from the package; the overview's charts are
+Each route names the session it needs as a dependency (`Reader`, `Admin`, ...; sessions and
+their checks are in `auth`); a request without it never reaches the route, and the exception
+handlers installed here answer it: a stranger's page request with the login form, a form
+without its CSRF token or admin scope with a 403 page. Form and query values are read by
+`fields`, as the API's are; templates are set up in `templating`. The overview's charts are
 drawn by `static/dashboard.js` from `/dashboard/overview.json`, which it polls.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from importlib import resources
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-import jinja2
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
-from chronoq.core.durations import format_duration, parse_duration
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
-from chronoq.core.validate import check_name
-from chronoq.errors import ConfigError, InvalidDuration, InvalidSchedule
-from chronoq.http.auth import Scope
+from chronoq.errors import InvalidSchedule
+from chronoq.http import fields
+from chronoq.http.auth import (
+    Refused,
+    Session,
+    SignInRequired,
+    admin_sender,
+    data_reader,
+    end_session,
+    form_sender,
+    page_reader,
+    sign_in,
+    visitor,
+)
 from chronoq.http.context import HttpContext
+from chronoq.http.fields import FieldError, optional
+from chronoq.http.templating import render, seconds
 from chronoq.http.views import read_overview
 from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
 
 PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures
 SHOWN_TICKS = 3  # upcoming fire times listed per schedule
-TRACEBACK_TAIL = 3  # traceback lines shown before the full one is unfolded
-MAX_ID = 2**63 - 1  # larger ids cannot be stored, and SQLite raises on them
 FLASH_LIMIT = 300  # characters per flash message: they travel in the session cookie
 SHOWN_IDS = 10  # ids listed in a flash message before "and N more"
-
-SCOPE_KEY = "scope"
-CSRF_KEY = "csrf"
 FLASH_KEY = "flash"
 
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RUNNING})
@@ -62,149 +68,59 @@ PAGE_HEADERS = {
 }
 JSON_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
-
-class BadInput(ValueError):
-    """A form or query value the dashboard cannot use; its message is shown to the user."""
-
-
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who is looking: their scope (None: not signed in) and their session's CSRF token."""
-
-    scope: Scope | None
-    csrf: str
-    open: bool
-
-    @property
-    def admin(self) -> bool:
-        return self.scope is Scope.ADMIN
-
-    @property
-    def role(self) -> str:
-        return "admin" if self.admin else "read-only"
-
-
-# -- templates ----------------------------------------------------------------------------
-
-
-def _load_template(name: str) -> str | None:
-    source = resources.files("chronoq.http").joinpath("templates").joinpath(name)
-    return source.read_text(encoding="utf-8") if source.is_file() else None
-
-
-def when(moment: datetime | str | None) -> str:
-    """An instant as people read it at a glance: UTC, to the second."""
-    if moment is None or moment == "":
-        return "-"
-    if isinstance(moment, str):
-        try:
-            moment = datetime.fromisoformat(text := moment)
-        except ValueError:
-            return text
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def local_when(moment: datetime) -> str:
-    """An instant on its own wall clock, with the offset: schedules are read in their zone."""
-    return moment.strftime("%Y-%m-%d %H:%M %z")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if 0 < value < 0.001:  # "0ms" would read as "on the dot"
-        return "<1ms"
-    return format_duration(timedelta(seconds=max(0.0, float(value))))
-
-
-def per_minute(value: float) -> str:
-    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def traceback_tail(text: str) -> str:
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return "\n".join(lines[-TRACEBACK_TAIL:])
-
-
-TEMPLATES = jinja2.Environment(
-    loader=jinja2.FunctionLoader(_load_template),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-TEMPLATES.filters.update(
-    when=when,
-    local_when=local_when,
-    seconds=seconds,
-    per_minute=per_minute,
-    pretty_json=pretty_json,
-    traceback_tail=traceback_tail,
+CSRF_MISMATCH = (
+    "This form has expired or did not come from this dashboard (its CSRF token does not match "
+    "your session). Reload the page and try again."
 )
 
-
-# -- input --------------------------------------------------------------------------------
-
-
-def parse_job_id(text: str, what: str = "job id") -> int:
-    cleaned = text.strip()
-    if not cleaned.isascii() or not cleaned.isdigit() or not 0 < int(cleaned) <= MAX_ID:
-        raise BadInput(f"{what} must be a positive whole number, got {_quoted(text)}")
-    return int(cleaned)
-
-
-def parse_ids(values: Sequence[str]) -> list[int]:
-    return sorted({parse_job_id(value) for value in values})
-
-
-def parse_moment(text: str, what: str) -> datetime | None:
-    """A date or date and time from a form; without an offset it is read as UTC."""
-    cleaned = text.strip()
-    if not cleaned:
-        return None
-    try:
-        moment = datetime.fromisoformat(cleaned)
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise BadInput(
-            f"{what} must be a date such as 2026-01-31 or 2026-01-31T09:30 (UTC unless an "
-            f"offset is given), got {_quoted(text)}"
-        ) from None
+# The session each route needs; see `auth` for what each checks.
+Visitor = Annotated[Session, Depends(visitor)]
+Reader = Annotated[Session, Depends(page_reader)]
+Poller = Annotated[Session, Depends(data_reader)]
+LoginSender = Annotated[
+    Session, Depends(form_sender("The login form expired; reload it and sign in."))
+]
+LogoutSender = Annotated[
+    Session, Depends(form_sender("The form expired; reload the page to sign out."))
+]
+Admin = Annotated[
+    Session,
+    Depends(admin_sender(CSRF_MISMATCH, "Actions need an admin token; yours may only look.")),
+]
+Field = Annotated[str, Form()]
+Ids = Annotated[list[str] | None, Form()]
 
 
-def parse_status(text: str) -> JobStatus | None:
-    if not text.strip():
-        return None
-    try:
-        return JobStatus(text.strip())
-    except ValueError:
-        known = ", ".join(str(status) for status in JobStatus)
-        raise BadInput(f"status must be one of {known}, got {_quoted(text)}") from None
+# -- answers ------------------------------------------------------------------------------
 
 
-def parse_text(text: str, what: str) -> str | None:
-    """A name or key to filter on; empty means any. NUL cannot be stored, so cannot match."""
-    if "\x00" in text:
-        raise BadInput(f"{what} must not contain a NUL character")
-    return text if text.strip() else None
+def render_page(
+    request: Request, viewer: Session, template: str, *, status: int = 200, **values: Any
+) -> HTMLResponse:
+    """A page for `viewer`, showing (once) the flash messages waiting in the session."""
+    flashes = request.session.pop(FLASH_KEY, [])
+    html = render(template, viewer=viewer, flashes=flashes, path=request.url.path, **values)
+    return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
-def parse_older_than(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except InvalidDuration as exc:
-        raise BadInput(str(exc)) from None
+def render_message(
+    request: Request, viewer: Session, status: int, title: str, message: str
+) -> HTMLResponse:
+    return render_page(request, viewer, "message.html", status=status, title=title, message=message)
 
 
-def _quoted(text: str) -> str:
-    shown = text if len(text) <= 60 else text[:57] + "..."
-    return repr(shown)
+def flash(request: Request, kind: str, text: str) -> None:
+    """A message for the next page the session sees."""
+    clipped = text if len(text) <= FLASH_LIMIT else text[: FLASH_LIMIT - 3] + "..."
+    request.session.setdefault(FLASH_KEY, []).append([kind, clipped])
+
+
+def see_other(target: str) -> RedirectResponse:
+    return RedirectResponse(target, status_code=303)
+
+
+def go_back(target: str, default: str) -> RedirectResponse:
+    return see_other(local_path(target, default))
 
 
 def local_path(target: str, default: str) -> str:
@@ -219,12 +135,19 @@ def local_path(target: str, default: str) -> str:
     return default
 
 
-def same_token(presented: str, expected: str) -> bool:
-    if not presented or not expected:
-        return False
-    return hmac.compare_digest(
-        presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
-    )
+def json_answer(body: Mapping[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=JSON_HEADERS)
+
+
+def _sign_in_first(request: Request, exc: SignInRequired) -> Response:
+    if not exc.page:
+        return json_answer({"error": "sign in first"}, 401)
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return see_other("/login" + _query({"next": here}))
+
+
+def _refused(request: Request, exc: Refused) -> Response:
+    return render_message(request, exc.session, 403, "Forbidden", exc.message)
 
 
 def _id_list(ids: Sequence[int]) -> str:
@@ -238,7 +161,14 @@ def _query(values: Mapping[str, str | int | None]) -> str:
     return "?" + urlencode(kept) if kept else ""
 
 
-# -- pages --------------------------------------------------------------------------------
+# -- routes -------------------------------------------------------------------------------
+
+
+def install_dashboard(server: FastAPI, ctx: HttpContext) -> None:
+    """The dashboard's routes on `server`, and the answers to requests they refuse."""
+    server.include_router(dashboard_routes(ctx))
+    server.add_exception_handler(SignInRequired, _sign_in_first)  # type: ignore[arg-type]
+    server.add_exception_handler(Refused, _refused)  # type: ignore[arg-type]
 
 
 def dashboard_routes(ctx: HttpContext) -> APIRouter:
@@ -268,153 +198,66 @@ def dashboard_routes(ctx: HttpContext) -> APIRouter:
     return router
 
 
-Csrf = Annotated[str, Form()]
-Field = Annotated[str, Form()]
-Ids = Annotated[list[str] | None, Form()]
-
-
 class Dashboard:
     """The dashboard's routes, as methods sharing the server's context."""
 
     def __init__(self, ctx: HttpContext) -> None:
         self.ctx = ctx
 
-    # -- sessions -------------------------------------------------------------------------
-
-    def viewer(self, request: Request) -> Viewer:
-        session = request.session
-        csrf = session.get(CSRF_KEY)
-        if not isinstance(csrf, str) or not csrf:
-            csrf = session[CSRF_KEY] = secrets.token_urlsafe(32)
-        return Viewer(self._scope(session), csrf, self.ctx.tokens.open)
-
-    def _scope(self, session: dict[str, Any]) -> Scope | None:
-        if self.ctx.tokens.open:
-            return Scope.ADMIN
-        stored = session.get(SCOPE_KEY)
-        try:
-            return Scope(stored) if isinstance(stored, int) else None
-        except ValueError:  # a scope this version does not know: sign in again
-            return None
-
-    def reader(self, request: Request) -> Viewer | Response:
-        """The viewer of a page, or a redirect to the login form."""
-        viewer = self.viewer(request)
-        if viewer.scope is None:
-            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return RedirectResponse("/login" + _query({"next": here}), status_code=303)
-        return viewer
-
-    def actor(self, request: Request, csrf: str) -> Viewer | Response:
-        """The admin behind an action, or a 403 page."""
-        viewer = self.viewer(request)
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(
-                request,
-                viewer,
-                "This form has expired or did not come from this dashboard (its CSRF token "
-                "does not match your session). Reload the page and try again.",
-            )
-        if not viewer.admin:
-            return self.refuse(request, viewer, "Actions need an admin token; yours may only look.")
-        return viewer
-
-    def refuse(self, request: Request, viewer: Viewer, message: str) -> HTMLResponse:
-        return self.render(
-            request, viewer, "message.html", status=403, title="Forbidden", message=message
-        )
-
-    def render(
-        self, request: Request, viewer: Viewer, template: str, *, status: int = 200, **values: Any
-    ) -> HTMLResponse:
-        flashes = request.session.pop(FLASH_KEY, [])
-        html = TEMPLATES.get_template(template).render(
-            viewer=viewer, flashes=flashes, path=request.url.path, **values
-        )
-        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
-
-    @staticmethod
-    def flash(request: Request, kind: str, text: str) -> None:
-        clipped = text if len(text) <= FLASH_LIMIT else text[: FLASH_LIMIT - 3] + "..."
-        request.session.setdefault(FLASH_KEY, []).append([kind, clipped])
-
-    @staticmethod
-    def back(target: str, default: str) -> RedirectResponse:
-        return RedirectResponse(local_path(target, default), status_code=303)
-
     # -- login ----------------------------------------------------------------------------
 
-    def login_form(self, request: Request, next: str = "/") -> Response:
-        viewer = self.viewer(request)
-        if viewer.scope is not None:
-            return RedirectResponse(local_path(next, "/"), status_code=303)
-        return self.render(request, viewer, "login.html", next=local_path(next, "/"), error="")
+    def login_form(self, request: Request, viewer: Visitor, next: str = "/") -> Response:
+        target = local_path(next, "/")
+        if viewer.signed_in:
+            return see_other(target)
+        return render_page(request, viewer, "login.html", next=target, error="")
 
     def login(
-        self, request: Request, csrf: Csrf = "", token: Field = "", next: Field = "/"
+        self, request: Request, viewer: LoginSender, token: Field = "", next: Field = "/"
     ) -> Response:
-        viewer = self.viewer(request)
         target = local_path(next, "/")
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(request, viewer, "The login form expired; reload it and sign in.")
-        scope = self.ctx.tokens.scope_of(token)
-        if scope is None:
-            return self.render(
+        session = sign_in(request, token)
+        if session is None:
+            return render_page(
                 request, viewer, "login.html", status=401, next=target, error="Unknown token."
             )
-        # A fresh session at each login, so nothing set before it (a planted cookie) survives.
-        request.session.clear()
-        request.session[SCOPE_KEY] = int(scope)
-        request.session[CSRF_KEY] = secrets.token_urlsafe(32)
-        self.flash(request, "ok", f"Signed in ({'admin' if scope is Scope.ADMIN else 'read-only'})")
-        return RedirectResponse(target, status_code=303)
+        flash(request, "ok", f"Signed in ({session.role})")
+        return see_other(target)
 
-    def logout(self, request: Request, csrf: Csrf = "") -> Response:
-        viewer = self.viewer(request)
-        if not same_token(csrf, viewer.csrf):
-            return self.refuse(request, viewer, "The form expired; reload the page to sign out.")
-        request.session.clear()
-        return RedirectResponse("/login", status_code=303)
+    def logout(self, request: Request, viewer: LogoutSender) -> Response:
+        end_session(request)
+        return see_other("/login")
 
     # -- overview and queues --------------------------------------------------------------
 
-    def overview(self, request: Request) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
+    def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
-        return self.render(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
+        return render_page(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
 
-    def overview_json(self, request: Request) -> Response:
-        if self.viewer(request).scope is None:
-            return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
-        return JSONResponse(
-            read_overview(self.ctx.recent, self.ctx.app.store), headers=JSON_HEADERS
-        )
+    def overview_json(self, viewer: Poller) -> Response:
+        return json_answer(read_overview(self.ctx.recent, self.ctx.app.store))
 
-    def queue_pause(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._queue_paused(request, csrf, name, paused=True)
+    def queue_pause(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._queue_paused(request, name, paused=True)
 
-    def queue_resume(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._queue_paused(request, csrf, name, paused=False)
+    def queue_resume(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._queue_paused(request, name, paused=False)
 
-    def _queue_paused(self, request: Request, csrf: str, name: str, *, paused: bool) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
+    def _queue_paused(self, request: Request, name: str, *, paused: bool) -> Response:
         try:
-            self.ctx.app.store.queue_pause(check_name("queue", name), paused)
-        except ConfigError as exc:
-            self.flash(request, "error", str(exc))
+            self.ctx.app.store.queue_pause(fields.name("queue", name), paused)
+        except FieldError as exc:
+            flash(request, "error", str(exc))
         else:
-            self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
-        return RedirectResponse("/", status_code=303)
+            flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
+        return see_other("/")
 
     # -- jobs -----------------------------------------------------------------------------
 
     def jobs(
         self,
         request: Request,
+        viewer: Reader,
         status: str = "",
         queue: str = "",
         task: str = "",
@@ -423,9 +266,6 @@ class Dashboard:
         created_before: str = "",
         before_id: str = "",
     ) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
         form = {
             "status": status,
             "queue": queue,
@@ -435,27 +275,13 @@ class Dashboard:
             "created_before": created_before,
         }
         try:
-            params = self._job_search(form, before_id)
-        except BadInput as exc:
-            return self.render(
+            params = _job_search(form, before_id)
+        except FieldError as exc:
+            return render_page(
                 request, viewer, "jobs.html", status=400, form=form, error=str(exc), page=None
             )
         page = self._page(params, form)
-        return self.render(request, viewer, "jobs.html", form=form, error="", page=page)
-
-    @staticmethod
-    def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
-        status = parse_status(form["status"])
-        return JobListParams(
-            statuses=(status,) if status is not None else (),
-            queue=parse_text(form["queue"], "queue"),
-            task=parse_text(form["task"], "task"),
-            key=parse_text(form["key"], "key"),
-            created_after=parse_moment(form["created_after"], "created after"),
-            created_before=parse_moment(form["created_before"], "created before"),
-            before_id=parse_job_id(before_id, "before_id") if before_id.strip() else None,
-            limit=PAGE_SIZE + 1,
-        )
+        return render_page(request, viewer, "jobs.html", form=form, error="", page=page)
 
     def _page(self, params: JobListParams, form: dict[str, str]) -> JobPage:
         """One page of a search, newest first, with the cursor of the next one if any."""
@@ -465,98 +291,66 @@ class Dashboard:
         newest = _query(dict(form)) if params.before_id is not None else None
         return JobPage(jobs, older, newest)
 
-    def job(self, request: Request, job_id: str) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
-        found = self._find_job(request, viewer, job_id)
-        if isinstance(found, Response):
-            return found
-        return self.render(
+    def job(self, request: Request, job_id: str, viewer: Reader) -> Response:
+        try:
+            number = fields.job_id("job id", job_id)
+        except FieldError as exc:
+            return render_message(request, viewer, 400, "Bad job id", str(exc))
+        job = self.ctx.app.store.job_get(number)
+        if job is None:
+            message = f"There is no job {number}; it may have been pruned or purged."
+            return render_message(request, viewer, 404, "No such job", message)
+        return render_page(
             request,
             viewer,
             "job.html",
-            job=found,
-            live=not found.status.is_final,
-            cancellable=found.status in CANCELLABLE,
+            job=job,
+            live=not job.status.is_final,
+            cancellable=job.status in CANCELLABLE,
             poll_ms=POLL_MS,
         )
 
-    def _find_job(self, request: Request, viewer: Viewer, job_id: str) -> Job | Response:
-        try:
-            number = parse_job_id(job_id)
-        except BadInput as exc:
-            return self.render(
-                request, viewer, "message.html", status=400, title="Bad job id", message=str(exc)
-            )
-        job = self.ctx.app.store.job_get(number)
-        if job is None:
-            return self.render(
-                request,
-                viewer,
-                "message.html",
-                status=404,
-                title="No such job",
-                message=f"There is no job {number}; it may have been pruned or purged.",
-            )
-        return job
-
-    def job_json(self, request: Request, job_id: str) -> Response:
+    def job_json(self, job_id: str, viewer: Poller) -> Response:
         """What a live job page compares with what it shows, to reload when the job moved."""
-        if self.viewer(request).scope is None:
-            return JSONResponse({"error": "sign in first"}, status_code=401, headers=JSON_HEADERS)
         try:
-            job = self.ctx.app.store.job_get(parse_job_id(job_id))
-        except BadInput as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400, headers=JSON_HEADERS)
+            job = self.ctx.app.store.job_get(fields.job_id("job id", job_id))
+        except FieldError as exc:
+            return json_answer({"error": str(exc)}, 400)
         if job is None:
-            return JSONResponse({"error": "no such job"}, status_code=404, headers=JSON_HEADERS)
-        body = {"id": job.id, "status": str(job.status), "attempts": job.attempts}
-        return JSONResponse(body, headers=JSON_HEADERS)
+            return json_answer({"error": "no such job"}, 404)
+        return json_answer({"id": job.id, "status": str(job.status), "attempts": job.attempts})
 
-    def job_cancel(self, request: Request, job_id: str, csrf: Csrf = "") -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
+    def job_cancel(self, request: Request, job_id: str, actor: Admin) -> Response:
         try:
-            number = parse_job_id(job_id)
-        except BadInput as exc:
-            self.flash(request, "error", str(exc))
-            return RedirectResponse("/jobs", status_code=303)
+            number = fields.job_id("job id", job_id)
+        except FieldError as exc:
+            flash(request, "error", str(exc))
+            return see_other("/jobs")
         job = self.ctx.app.store.job_cancel(number)
         if job is None:
-            self.flash(request, "error", f"There is no job {number}.")
-            return RedirectResponse("/jobs", status_code=303)
+            flash(request, "error", f"There is no job {number}.")
+            return see_other("/jobs")
         if job.status is JobStatus.CANCELLED:
-            self.flash(request, "ok", f"Cancelled job {number}")
+            flash(request, "ok", f"Cancelled job {number}")
         else:
-            self.flash(
+            flash(
                 request,
                 "error",
                 f"Job {number} is {job.status}; only pending or running jobs can be cancelled.",
             )
-        return RedirectResponse(f"/jobs/{number}", status_code=303)
+        return see_other(f"/jobs/{number}")
 
     # -- dead letters ---------------------------------------------------------------------
 
     def dead(
-        self, request: Request, queue: str = "", task: str = "", before_id: str = ""
+        self, request: Request, viewer: Reader, queue: str = "", task: str = "", before_id: str = ""
     ) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
         form = {"queue": queue, "task": task}
         here = request.url.path + _query({**form, "before_id": before_id})
         try:
-            params = JobListParams(
-                statuses=(JobStatus.DEAD,),
-                queue=parse_text(queue, "queue"),
-                task=parse_text(task, "task"),
-                before_id=parse_job_id(before_id, "before_id") if before_id.strip() else None,
-                limit=PAGE_SIZE + 1,
-            )
-        except BadInput as exc:
-            return self.render(
+            params = _dead_search(queue, task, before_id)
+        except FieldError as exc:
+            return render_page(
                 request,
                 viewer,
                 "dead.html",
@@ -567,112 +361,141 @@ class Dashboard:
                 here="/dead",
             )
         page = self._page(params, form)
-        return self.render(request, viewer, "dead.html", form=form, error="", page=page, here=here)
+        return render_page(request, viewer, "dead.html", form=form, error="", page=page, here=here)
 
     def dead_requeue(
         self,
         request: Request,
-        csrf: Csrf = "",
+        actor: Admin,
         ids: Ids = None,
         everything: Field = "",
         queue: Field = "",
         task: Field = "",
         back: Field = "/dead",
     ) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
         try:
-            params = self._dead_selection(ids, everything, queue, task)
-        except BadInput as exc:
-            self.flash(request, "error", str(exc))
-            return self.back(back, "/dead")
+            params = _requeue_selection(ids, everything, queue, task)
+        except FieldError as exc:
+            flash(request, "error", str(exc))
+            return go_back(back, "/dead")
         result = self.ctx.app.store.dead_requeue(params)
-        self.flash(
-            request, "ok", f"Requeued {len(result.requeued)} job(s){_id_list(result.requeued)}"
-        )
+        flash(request, "ok", f"Requeued {len(result.requeued)} job(s){_id_list(result.requeued)}")
         if result.key_conflicts:
-            self.flash(
+            flash(
                 request,
                 "error",
                 f"Kept dead {len(result.key_conflicts)} job(s) whose key a live job holds"
                 f"{_id_list(result.key_conflicts)}",
             )
-        return self.back(back, "/dead")
-
-    @staticmethod
-    def _dead_selection(
-        ids: Sequence[str] | None, everything: str, queue: str, task: str
-    ) -> DeadRequeueParams:
-        """The checked jobs, or with `everything` every dead job of the filter."""
-        queue_name, task_name = parse_text(queue, "queue"), parse_text(task, "task")
-        if everything:
-            return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
-        chosen = parse_ids(ids or [])
-        if not chosen:
-            raise BadInput("Select at least one dead job first.")
-        return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
+        return go_back(back, "/dead")
 
     def dead_purge(
         self,
         request: Request,
-        csrf: Csrf = "",
+        actor: Admin,
         ids: Ids = None,
         older_than: Field = "",
         queue: Field = "",
         task: Field = "",
         back: Field = "/dead",
     ) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
         try:
-            params = self._purge_selection(ids, older_than, queue, task)
-        except BadInput as exc:
-            self.flash(request, "error", str(exc))
-            return self.back(back, "/dead")
+            params = _purge_selection(ids, older_than, queue, task)
+        except FieldError as exc:
+            flash(request, "error", str(exc))
+            return go_back(back, "/dead")
         purged = self.ctx.app.store.dead_purge(params)
-        self.flash(request, "ok", f"Purged {purged} dead job(s)")
-        return self.back(back, "/dead")
-
-    @staticmethod
-    def _purge_selection(
-        ids: Sequence[str] | None, older_than: str, queue: str, task: str
-    ) -> DeadPurgeParams:
-        """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
-        queue_name, task_name = parse_text(queue, "queue"), parse_text(task, "task")
-        if older_than.strip():
-            age = parse_older_than(older_than)
-            return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
-        chosen = parse_ids(ids or [])
-        if not chosen:
-            raise BadInput("Select at least one dead job, or give an age such as 7d.")
-        return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
+        flash(request, "ok", f"Purged {purged} dead job(s)")
+        return go_back(back, "/dead")
 
     # -- schedules ------------------------------------------------------------------------
 
-    def schedules(self, request: Request) -> Response:
-        viewer = self.reader(request)
-        if isinstance(viewer, Response):
-            return viewer
+    def schedules(self, request: Request, viewer: Reader) -> Response:
         rows = [ScheduleRow(s, upcoming(s)) for s in self.ctx.app.store.schedule_list()]
-        return self.render(request, viewer, "schedules.html", rows=rows)
+        return render_page(request, viewer, "schedules.html", rows=rows)
 
-    def schedule_pause(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._schedule_paused(request, csrf, name, paused=True)
+    def schedule_pause(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._schedule_paused(request, name, paused=True)
 
-    def schedule_resume(self, request: Request, csrf: Csrf = "", name: Field = "") -> Response:
-        return self._schedule_paused(request, csrf, name, paused=False)
+    def schedule_resume(self, request: Request, actor: Admin, name: Field = "") -> Response:
+        return self._schedule_paused(request, name, paused=False)
 
-    def _schedule_paused(self, request: Request, csrf: str, name: str, *, paused: bool) -> Response:
-        actor = self.actor(request, csrf)
-        if isinstance(actor, Response):
-            return actor
-        if "\x00" in name or self.ctx.app.store.schedule_pause(name, paused) is None:
-            self.flash(request, "error", f"There is no schedule named {_quoted(name)}.")
+    def _schedule_paused(self, request: Request, name: str, *, paused: bool) -> Response:
+        store = self.ctx.app.store
+        if not _is_name("schedule", name) or store.schedule_pause(name, paused) is None:
+            flash(request, "error", f"There is no schedule named {fields.quoted(name)}.")
         else:
-            self.flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
-        return RedirectResponse("/schedules", status_code=303)
+            flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
+        return see_other("/schedules")
+
+
+# -- what forms and queries ask for -------------------------------------------------------
+
+
+def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
+    status = fields.status("status", form["status"])
+    return JobListParams(
+        statuses=(status,) if status is not None else (),
+        queue=fields.name_filter("queue", optional(form["queue"])),
+        task=fields.name_filter("task", optional(form["task"])),
+        key=fields.key_filter(optional(form["key"])),
+        created_after=fields.form_instant("created after", form["created_after"]),
+        created_before=fields.form_instant("created before", form["created_before"]),
+        before_id=_cursor(before_id),
+        limit=PAGE_SIZE + 1,
+    )
+
+
+def _dead_search(queue: str, task: str, before_id: str) -> JobListParams:
+    return JobListParams(
+        statuses=(JobStatus.DEAD,),
+        queue=fields.name_filter("queue", optional(queue)),
+        task=fields.name_filter("task", optional(task)),
+        before_id=_cursor(before_id),
+        limit=PAGE_SIZE + 1,
+    )
+
+
+def _cursor(before_id: str) -> int | None:
+    return fields.job_id("before_id", before_id) if before_id.strip() else None
+
+
+def _requeue_selection(
+    ids: Sequence[str] | None, everything: str, queue: str, task: str
+) -> DeadRequeueParams:
+    """The checked jobs, or with `everything` every dead job of the filter."""
+    queue_name = fields.name_filter("queue", optional(queue))
+    task_name = fields.name_filter("task", optional(task))
+    if everything:
+        return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
+    chosen = fields.job_ids("job id", ids or [])
+    if not chosen:
+        raise FieldError("ids", "Select at least one dead job first.")
+    return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
+
+
+def _purge_selection(
+    ids: Sequence[str] | None, older_than: str, queue: str, task: str
+) -> DeadPurgeParams:
+    """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
+    queue_name = fields.name_filter("queue", optional(queue))
+    task_name = fields.name_filter("task", optional(task))
+    if older_than.strip():
+        age = fields.duration("older than", older_than)
+        return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
+    chosen = fields.job_ids("job id", ids or [])
+    if not chosen:
+        raise FieldError("ids", "Select at least one dead job, or give an age such as 7d.")
+    return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
+
+
+def _is_name(kind: str, value: str) -> bool:
+    """Could `value` name a stored schedule (or queue, task) at all?"""
+    try:
+        fields.name(kind, value)
+    except FieldError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,20 +7,18 @@ from importlib import resources
 
 from fastapi import FastAPI
 from fastapi.responses import Response
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.staticfiles import StaticFiles
 
 from chronoq import __version__
 from chronoq.http.api import api_routes, install_error_handlers
+from chronoq.http.auth import install_sessions
 from chronoq.http.context import HttpContext
-from chronoq.http.dashboard import dashboard_routes
+from chronoq.http.dashboard import install_dashboard
 from chronoq.http.limits import BodyLimit
 
-SESSION_COOKIE = "chronoq_session"
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
 # before it is read into memory.
 MIN_BODY_LIMIT = 16 * 1024 * 1024
-SESSION_SECONDS = 12 * 3600
 
 
 def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
@@ -34,20 +32,11 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
         docs_url="/api/v1/docs",
         redoc_url=None,
     )
-    # Starlette's session cookie is signed (itsdangerous) and HttpOnly; SameSite=strict keeps
-    # it off every request another site starts, on top of the CSRF token the forms carry.
-    server.add_middleware(
-        SessionMiddleware,
-        secret_key=ctx.secret,
-        session_cookie=SESSION_COOKIE,
-        max_age=SESSION_SECONDS,
-        same_site="strict",
-        https_only=https_only,
-    )
+    install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only)
     server.add_middleware(BodyLimit, limit=max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit))
     install_error_handlers(server)
     server.include_router(api_routes(ctx), prefix="/api/v1")
-    server.include_router(dashboard_routes(ctx))
+    install_dashboard(server, ctx)
     static = resources.files("chronoq.http").joinpath("static")
     server.mount("/static", StaticFiles(directory=str(static)), name="static")
     server.add_api_route("/metrics", _metrics_endpoint(ctx), include_in_schema=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chronoq.core.jobs import JobStatus
@@ -14,6 +14,7 @@ from chronoq.storage.base import (
     FinishedBucket,
     JobStore,
     Overview,
+    QueueCounts,
     QueueSettings,
 )
 
@@ -55,27 +56,15 @@ def summarize(
     names = sorted({q.queue for q in overview.queues} | {b.queue for b in overview.finished})
     counts = {q.queue: q for q in overview.queues}
     recent_from = overview.db_now - timedelta(seconds=RATE_WINDOW)
-    queues = []
-    for name in names:
-        row = counts.get(name)
-        mine = [b for b in overview.finished if b.queue == name]
-        recent = [b for b in mine if b.start >= recent_from]
-        lateness = _lateness_counts(mine)
-        queues.append(
-            {
-                "queue": name,
-                "paused": name in paused,
-                "pending": row.pending if row else 0,
-                "due": row.due if row else 0,
-                "running": row.running if row else 0,
-                "dead": row.dead if row else 0,
-                "oldest_due_age": row.oldest_due_age if row else 0.0,
-                "done_per_minute": _per_minute(recent, JobStatus.DONE),
-                "dead_per_minute": _per_minute(recent, JobStatus.DEAD),
-                "lateness_p50": histogram_quantile(lateness, 0.5),
-                "lateness_p99": histogram_quantile(lateness, 0.99),
-            }
+    queues = [
+        _queue_row(
+            counts.get(name) or QueueCounts(name),  # a queue with finished jobs only
+            [b for b in overview.finished if b.queue == name],
+            recent_from,
+            paused=name in paused,
         )
+        for name in names
+    ]
     return {
         "db_now": overview.db_now.isoformat(),
         "window": window,
@@ -83,6 +72,26 @@ def summarize(
         "queues": queues,
         "throughput": _throughput(overview, window, bucket),
         "lateness_histogram": _histogram(_lateness_counts(overview.finished)),
+    }
+
+
+def _queue_row(
+    row: QueueCounts, finished: Sequence[FinishedBucket], recent_from: datetime, *, paused: bool
+) -> dict[str, Any]:
+    recent = [b for b in finished if b.start >= recent_from]
+    lateness = _lateness_counts(finished)
+    return {
+        "queue": row.queue,
+        "paused": paused,
+        "pending": row.pending,
+        "due": row.due,
+        "running": row.running,
+        "dead": row.dead,
+        "oldest_due_age": row.oldest_due_age,
+        "done_per_minute": _per_minute(recent, JobStatus.DONE),
+        "dead_per_minute": _per_minute(recent, JobStatus.DEAD),
+        "lateness_p50": histogram_quantile(lateness, 0.5),
+        "lateness_p99": histogram_quantile(lateness, 0.99),
     }
 
 
