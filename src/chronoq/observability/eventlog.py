@@ -71,9 +71,12 @@ class EventLog:
         )
 
     def attempts_ended(self, event: AttemptsEnded) -> None:
+        # Most attempts end done, logged at INFO: when that is off, pass them over at once.
+        done_shown = worker_log.isEnabledFor(logging.INFO)
         for end in event.ends:
             if end.accepted:
-                _log_attempt(end, event.worker_id)
+                if done_shown or end.outcome != Outcome.DONE:
+                    _log_attempt(end, event.worker_id)
             else:
                 worker_log.warning(
                     "job %d: result %s discarded, lease token %d is stale (the job was rescued "

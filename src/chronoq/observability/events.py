@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 
 class Event:
-    """Base of every lifecycle event (frozen, slotted dataclasses below)."""
+    """Base of every lifecycle event (slotted dataclasses below, frozen but for the one built
+    per job). Observers must not change an event: the next observer gets the same object."""
 
     __slots__ = ()
 
@@ -126,7 +127,9 @@ class JobsStarted(Event):
     jobs: Sequence[Job]
 
 
-@dataclass(frozen=True, slots=True)
+# Built once per job, unlike the batch events: not frozen, since a frozen dataclass costs three
+# times as much to build (about 1.4 µs more here). Nothing mutates it.
+@dataclass(slots=True)
 class HandlerReturned(Event):
     """A handler returned, raised or was cut off after `seconds`."""
 
@@ -134,7 +137,8 @@ class HandlerReturned(Event):
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+# One per job too, and for the same reason not frozen.
+@dataclass(slots=True)
 class AttemptEnd:
     """How one attempt ended, and whether the store took it (`accepted`): a refused result
     named a stale lease token, so the job had been rescued and claimed again."""
