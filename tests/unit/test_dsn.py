@@ -167,3 +167,65 @@ def test_malformed_postgres_dsn(dsn: str) -> None:
 )
 def test_well_formed_postgres_dsn(dsn: str) -> None:
     check_postgres_dsn(dsn)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        (
+            "postgresql://postgres@127.0.0.1:5999/db?sslpassword=hunter2hunter2",
+            "postgresql://postgres@127.0.0.1:5999/db?sslpassword=***",
+        ),
+        (
+            "postgresql://h/db?sslmode=require&SSLPassword=hunter2&application_name=w",
+            "postgresql://h/db?sslmode=require&SSLPassword=***&application_name=w",
+        ),
+        ("postgresql://h/db?api_key=hunter2", "postgresql://h/db?api_key=***"),
+        ("postgresql://h/db?auth_token=hunter2#x", "postgresql://h/db?auth_token=***#x"),
+        ("postgresql://h/db?client_secret=hunter2", "postgresql://h/db?client_secret=***"),
+        ("postgresql://h/db?ssl%70assword=hunter2", "postgresql://h/db?ssl%70assword=***"),
+        ("host=h sslpassword=hunter2 dbname=db", "host=h sslpassword=*** dbname=db"),
+        ("host=h sslpassword='hunter 2' dbname=db", "host=h sslpassword=*** dbname=db"),
+    ],
+)
+def test_redact_hides_every_secret_parameter(dsn: str, shown: str) -> None:
+    assert redact(dsn) == shown
+    assert "hunter" not in redact(dsn)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://h/db?sslmode=require&application_name=worker",
+        "host=h sslmode=require application_name=worker",
+    ],
+)
+def test_redact_leaves_other_parameters_alone(dsn: str) -> None:
+    assert redact(dsn) == dsn
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://postgres:S3cret@PW4@127.0.0.1:5999/db",
+        "postgresql://u@x:hunter2@h/db",
+        "postgres://u:a@b@c@h",
+    ],
+)
+def test_an_unescaped_at_sign_in_the_user_info_is_refused(dsn: str) -> None:
+    with pytest.raises(InvalidDSN, match="%40") as caught:
+        check_postgres_dsn(dsn)
+    message = str(caught.value)
+    assert "PW4" not in message and "hunter2" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://postgres:S3cret%40PW4@127.0.0.1:5999/db",
+        "postgresql://u:pw@h/db?application_name=a@b",
+        "postgresql://u@h/db?options=x@y",
+    ],
+)
+def test_an_encoded_at_sign_or_one_past_the_host_is_accepted(dsn: str) -> None:
+    check_postgres_dsn(dsn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from chronoq.errors import InvalidDSN
 
@@ -14,19 +14,43 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 # a host, so an unescaped `@`, `/` or `?` inside it is hidden too. When a later `@` is in the
 # query string this hides more than the password, never less.
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)(.*)(@[^@/?#]*(?:[/?#]|$))", re.DOTALL)
-_PASSWORD_IN_QUERY = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+# A parameter is taken for a secret when its name holds one of these words: `password`,
+# `sslpassword`, and whatever a driver or proxy adds later (`api_key`, `auth_token`, ...). Hiding
+# a harmless `sslkey` path is the price of never showing a secret one.
+_SECRET_WORDS = ("password", "secret", "token", "key")
+_QUERY_PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
 # In `key=value` form a value is quoted ('...' with \' escapes) or runs to the next unescaped
 # whitespace (libpq reads `a\ b` as "a b").
-_PASSWORD_IN_KV = re.compile(
-    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)", re.IGNORECASE | re.DOTALL
+_KV_PARAMETER = re.compile(
+    r"(?<!\S)(\w+)(\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)", re.IGNORECASE | re.DOTALL
 )
+_HIDDEN = "***"
 
 
 def redact(dsn: str) -> str:
-    """The DSN with any password replaced by `***`, safe to print and log."""
+    """The DSN with its password and every secret parameter replaced by `***`, safe to print
+    and log."""
     if _URL.match(dsn):
-        return _PASSWORD_IN_QUERY.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***\3", dsn))
-    return _PASSWORD_IN_KV.sub(r"\1***", dsn)
+        return _QUERY_PARAMETER.sub(_hide_query_value, _PASSWORD_IN_URL.sub(r"\1***\3", dsn))
+    return _KV_PARAMETER.sub(_hide_kv_value, dsn)
+
+
+def is_secret_parameter(name: str) -> bool:
+    """Does a DSN parameter of this name (percent-encoded or not) carry a secret?"""
+    plain = unquote(name).strip().lower()
+    return any(word in plain for word in _SECRET_WORDS)
+
+
+def _hide_query_value(found: re.Match[str]) -> str:
+    if not is_secret_parameter(found[2]):
+        return found[0]
+    return f"{found[1]}{found[2]}={_HIDDEN}"
+
+
+def _hide_kv_value(found: re.Match[str]) -> str:
+    if not is_secret_parameter(found[1]):
+        return found[0]
+    return f"{found[1]}{found[2]}{_HIDDEN}"
 
 
 def store_kind(dsn: str) -> str:
@@ -75,3 +99,25 @@ def check_postgres_dsn(dsn: str) -> None:
         raise InvalidDSN(f"malformed PostgreSQL DSN {redact(dsn)!r}: {exc}") from None
     if not (parts.hostname or parts.path.strip("/") or "host=" in parts.query):
         raise InvalidDSN(f"malformed PostgreSQL DSN {redact(dsn)!r}: no host or database")
+    _check_single_at(dsn)
+
+
+def _check_single_at(dsn: str) -> None:
+    """Refuse a URL whose user or password holds an unescaped `@`.
+
+    libpq ends the user info at the first `@` and Python's `urlsplit` at the last, so such a URL
+    means different things to each, and libpq takes the rest of the password for a host name and
+    prints it in its error. Guessing which `@` the user meant would be wrong whenever a host
+    part holds one too; percent-encoding is the one spelling every reader agrees on.
+    """
+    if not _URL.match(dsn):
+        return
+    scheme, rest = dsn.split("://", 1)
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if authority.count("@") > 1:
+        # Which part is the user and which the password is unknown here: hide both.
+        shown = redact(f"{scheme}://***@{rest[authority.rfind('@') + 1 :]}")
+        raise InvalidDSN(
+            f"malformed PostgreSQL DSN {shown!r}: the user or password holds an `@`; "
+            "write it percent-encoded, as %40"
+        )
