@@ -68,7 +68,8 @@ def test_serve_answers_and_stops_on_sigterm(spawner: Spawner, url: str, app_spec
     assert (status, created["created"]) == (201, True)
     status, body = _get(f"{base}/api/v1/jobs/{created['id']}", TOKEN)
     assert (status, json.loads(body)["task"]) == (200, "add")
-    status, metrics = _get(f"{base}/metrics")
+    assert _get(f"{base}/metrics")[0] == 401
+    status, metrics = _get(f"{base}/metrics", TOKEN)
     assert status == 200
     assert b'chronoq_jobs_enqueued_total{queue="default",task="add"} 1.0' in metrics
     process.send_signal(signal.SIGTERM)

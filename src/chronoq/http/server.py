@@ -1,17 +1,23 @@
 """The ASGI application behind `chronoq serve`: the JSON API under `/api/v1` (OpenAPI at
-`/api/v1/openapi.json`, docs at `/api/v1/docs`), the dashboard at `/`, and `/metrics`."""
+`/api/v1/openapi.json`, docs at `/api/v1/docs`), the dashboard at `/`, and `/metrics`.
+
+`/metrics` names queues, tasks and how busy they are, so it asks what the API asks: a read or
+admin bearer token (how Prometheus scrapes it), or a signed-in dashboard session. An open server
+(no token configured, loopback only) serves it to anyone, as it serves everything else."""
 
 from __future__ import annotations
 
 from importlib import resources
+from typing import Annotated
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
 from chronoq import __version__
-from chronoq.http.api import api_routes, install_error_handlers
-from chronoq.http.auth import install_sessions
+from chronoq.http.api import api_routes, error_response, install_error_handlers
+from chronoq.http.auth import install_sessions, read_session
 from chronoq.http.context import HttpContext
 from chronoq.http.dashboard import install_dashboard
 from chronoq.http.limits import BodyLimit
@@ -19,6 +25,7 @@ from chronoq.http.limits import BodyLimit
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
 # before it is read into memory.
 MIN_BODY_LIMIT = 16 * 1024 * 1024
+_scraper = HTTPBearer(auto_error=False, description="A read or admin token.")
 
 
 def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
@@ -44,7 +51,14 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
 
 
 def _metrics_endpoint(ctx: HttpContext):  # type: ignore[no-untyped-def]
-    def metrics() -> Response:
+    def metrics(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_scraper)],
+    ) -> Response:
+        token = credentials.credentials if credentials else None
+        if ctx.tokens.scope_of(token) is None and not read_session(request).signed_in:
+            kind = "Unauthorized" if credentials is None else "InvalidToken"
+            return error_response(401, kind, "a valid bearer token is required", None)
         return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return metrics
