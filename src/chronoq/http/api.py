@@ -8,6 +8,7 @@ them in its thread pool, where the store's blocking calls belong.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
@@ -65,8 +66,11 @@ from chronoq.storage.base import (
     JobListParams,
     OverviewParams,
 )
+from chronoq.storage.dsn import redact
 
 MAX_PAGE = 1000
+STORE_UNAVAILABLE = "database unavailable"
+log = logging.getLogger("chronoq.http")
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422)
 }
@@ -500,6 +504,24 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     return error_response(exc.status_code, kind, str(exc.detail), None)
 
 
+def log_store_unavailable(request: Request, exc: StoreUnavailable) -> None:
+    """The store's own words, for the operator: they name the database's user, host, port and
+    name, which are no business of a client's. The store shows its DSN masked already; masked
+    again here in case a driver's message quotes one of its own."""
+    log.warning(
+        "%s %s: the store is unavailable: %s",
+        request.method,
+        request.url.path,
+        redact(str(exc)),
+        extra={"action": "http.store_unavailable"},
+    )
+
+
+def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+    log_store_unavailable(request, exc)
+    return error_response(503, type(exc).__name__, STORE_UNAVAILABLE, None)
+
+
 def _chronoq_error(request: Request, exc: ChronoqError) -> JSONResponse:
     """Errors the store or the app raised past every check: a conflict, a missing schedule,
     a database that cannot be reached."""
@@ -508,7 +530,7 @@ def _chronoq_error(request: Request, exc: ChronoqError) -> JSONResponse:
     if isinstance(exc, KeyConflict):
         return error_response(409, type(exc).__name__, str(exc), "key")
     if isinstance(exc, StoreUnavailable):
-        return error_response(503, type(exc).__name__, str(exc), None)
+        return store_unavailable(request, exc)
     if isinstance(exc, EnqueueError | ConfigError | InvalidDuration):
         api = _input_error(exc, "")
         return error_response(api.status, api.kind, api.message, api.field)

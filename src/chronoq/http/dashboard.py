@@ -27,8 +27,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from chronoq.core.cron import preview
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
-from chronoq.errors import InvalidSchedule
+from chronoq.errors import InvalidSchedule, StoreUnavailable
 from chronoq.http import fields
+from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (
     Refused,
     Session,
@@ -38,6 +39,7 @@ from chronoq.http.auth import (
     end_session,
     form_sender,
     page_reader,
+    read_session,
     sign_in,
     visitor,
 )
@@ -150,6 +152,19 @@ def _refused(request: Request, exc: Refused) -> Response:
     return render_message(request, exc.session, 403, "Forbidden", exc.message)
 
 
+def _store_unavailable(request: Request, exc: StoreUnavailable) -> Response:
+    """A page for a browser, the data a page polls as JSON, the API's answer elsewhere; none of
+    them says more than that the database is unavailable (the log has the rest)."""
+    path = request.url.path
+    if path.startswith("/api/"):
+        return store_unavailable(request, exc)
+    log_store_unavailable(request, exc)
+    if path.startswith("/dashboard/"):
+        return json_answer({"error": STORE_UNAVAILABLE}, 503)
+    message = "The database is unavailable. Try again in a moment; the server log says why."
+    return render_message(request, read_session(request), 503, "Database unavailable", message)
+
+
 def _id_list(ids: Sequence[int]) -> str:
     shown = ", ".join(str(job_id) for job_id in ids[:SHOWN_IDS])
     more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
@@ -169,6 +184,7 @@ def install_dashboard(server: FastAPI, ctx: HttpContext) -> None:
     server.include_router(dashboard_routes(ctx))
     server.add_exception_handler(SignInRequired, _sign_in_first)  # type: ignore[arg-type]
     server.add_exception_handler(Refused, _refused)  # type: ignore[arg-type]
+    server.add_exception_handler(StoreUnavailable, _store_unavailable)  # type: ignore[arg-type]
 
 
 def dashboard_routes(ctx: HttpContext) -> APIRouter:
