@@ -7,11 +7,12 @@ admin bearer token (how Prometheus scrapes it), or a signed-in dashboard session
 
 from __future__ import annotations
 
+from html import escape
 from importlib import resources
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
@@ -19,12 +20,15 @@ from chronoq import __version__
 from chronoq.http.api import api_routes, error_response, install_error_handlers
 from chronoq.http.auth import install_sessions, read_session
 from chronoq.http.context import HttpContext
-from chronoq.http.dashboard import install_dashboard
+from chronoq.http.dashboard import PAGE_HEADERS, install_dashboard
 from chronoq.http.limits import BodyLimit
 
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
 # before it is read into memory.
 MIN_BODY_LIMIT = 16 * 1024 * 1024
+OPENAPI_URL = "/api/v1/openapi.json"
+DOCS_URL = "/api/v1/docs"
+SWAGGER = "/static/swagger"  # Swagger UI's files, vendored: no CDN is trusted with this origin
 _scraper = HTTPBearer(auto_error=False, description="A read or admin token.")
 
 
@@ -35,8 +39,8 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
         description="Enqueue, inspect and administer chronoq jobs, dead letters, schedules and "
         "queues. Send `Authorization: Bearer <token>`; read tokens may call GET endpoints, "
         "admin tokens every endpoint.",
-        openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        openapi_url=OPENAPI_URL,
+        docs_url=None,  # served by `_docs_page`, under the dashboard's CSP
         redoc_url=None,
     )
     install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only)
@@ -47,7 +51,29 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
     static = resources.files("chronoq.http").joinpath("static")
     server.mount("/static", StaticFiles(directory=str(static)), name="static")
     server.add_api_route("/metrics", _metrics_endpoint(ctx), include_in_schema=False)
+    server.add_api_route(DOCS_URL, _docs_page, include_in_schema=False)
     return server
+
+
+def _docs_page() -> HTMLResponse:
+    """Swagger UI from this server's own files, under the dashboard's CSP. FastAPI's
+    `get_swagger_ui_html` would start it from an inline script, which that CSP refuses."""
+    html = f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>chronoq API</title>
+<link rel="icon" href="{SWAGGER}/favicon-32x32.png">
+<link rel="stylesheet" href="{SWAGGER}/swagger-ui.css">
+<script src="{SWAGGER}/swagger-ui-bundle.js" defer></script>
+<script src="{SWAGGER}/init.js" defer></script>
+</head>
+<body>
+<div id="swagger-ui" data-openapi="{escape(OPENAPI_URL)}"></div>
+</body>
+</html>
+"""
+    return HTMLResponse(html, headers=PAGE_HEADERS)
 
 
 def _metrics_endpoint(ctx: HttpContext):  # type: ignore[no-untyped-def]
