@@ -55,6 +55,7 @@ THROTTLE_MAX_CLIENTS = 10_000  # addresses tracked at most
 _CLOCK_SKEW = 300  # seconds a session may seem opened in the future (servers' clocks differ)
 _ID_KEY, _TOKEN_KEY, _OPENED_KEY, _SEEN_KEY, _CSRF_KEY = "sid", "token", "opened", "seen", "csrf"
 _SESSIONS_STATE, _THROTTLE_STATE = "sessions", "auth_throttle"  # where install_sessions puts them
+_FINGERPRINT_CONTEXT = b"chronoq session token\0"  # keeps these HMACs apart from any other
 _log = logging.getLogger(__name__)
 
 
@@ -195,7 +196,9 @@ class Sessions:
         self._lock = threading.Lock()
 
     def fingerprint(self, token: str) -> str:
-        raw = token.encode("utf-8", "surrogateescape")
+        """What a cookie holds of its token: an HMAC under the session secret, which says
+        nothing of the token to whoever reads the cookie (cookies are signed, not sealed)."""
+        raw = _FINGERPRINT_CONTEXT + token.encode("utf-8", "surrogateescape")
         return hmac.new(self._key, raw, hashlib.sha256).hexdigest()
 
     def open_session(self, stored: MutableMapping[str, Any], token: str) -> None:
@@ -389,12 +392,16 @@ def throttled_for(request: Request) -> int | None:
 def authentication_failed(request: Request, reason: str) -> None:
     """Count a failed authentication against the request's client, and log it (never what
     was presented). Throttled requests are not logged, which bounds these lines too."""
-    client, route = client_address(request), request.url.path
-    server_throttle(request.app).failed(client)
+    record_failure(request.app, client_address(request), request.method, request.url.path, reason)
+
+
+def record_failure(server: Starlette, client: str, method: str, route: str, reason: str) -> None:
+    """`authentication_failed`, for code that holds an ASGI scope rather than a Request."""
+    server_throttle(server).failed(client)
     _log.warning(
         "authentication failed from %s on %s %s: %s",
         client,
-        request.method,
+        method,
         route,
         reason,
         extra={"action": "auth.failed", "client": client, "route": route, "reason": reason},
