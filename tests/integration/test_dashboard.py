@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -17,7 +18,7 @@ from httpx2 import Response
 import chronoq
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.schedules import ScheduleSpec
-from chronoq.http.auth import SESSION_COOKIE, TokenTable
+from chronoq.http.auth import SESSION_COOKIE, TokenTable, server_sessions
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
@@ -191,20 +192,30 @@ def test_servers_sharing_a_session_secret_share_their_sessions(app: chronoq.App)
         assert stranger.get("/", follow_redirects=False).status_code == 303
 
 
-def test_a_session_of_a_scope_this_version_does_not_know_signs_in_again(
+def test_a_cookie_is_worth_the_token_it_was_opened_with_not_the_scope_it_claims(
     app: chronoq.App,
 ) -> None:
+    """A cookie that names a scope, as sessions once did, proves nothing: only the fingerprint
+    of a configured token does, and the scope is that token's."""
     secret = "session-secret-0123456789abcdef"
     server = create_server(HttpContext(app, TokenTable(admin=(ADMIN,)), Metrics(), secret=secret))
+    fingerprint = server_sessions(server).fingerprint
+    now = int(time.time())
 
-    def cookie(scope: int) -> str:
+    def cookie(contents: dict[str, object]) -> str:
         # Signed as Starlette's session middleware signs: base64 JSON, timestamped.
-        data = base64.b64encode(json.dumps({"scope": scope, "csrf": "c" * 20}).encode())
+        data = base64.b64encode(json.dumps({"csrf": "c" * 20, **contents}).encode())
         return itsdangerous.TimestampSigner(secret).sign(data).decode()
 
-    for scope, status in ((2, 200), (99, 303)):
-        with TestClient(server, cookies={SESSION_COOKIE: cookie(scope)}) as browser:
-            assert browser.get("/", follow_redirects=False).status_code == status, scope
+    opened = {"sid": "s" * 20, "opened": now, "seen": now}
+    for contents, status in (
+        ({**opened, "token": fingerprint(ADMIN)}, 200),
+        ({**opened, "token": fingerprint("removed-token-0123456789abcdef")}, 303),
+        ({"scope": 2}, 303),
+        ({**opened, "token": fingerprint(ADMIN), "opened": "yesterday"}, 303),
+    ):
+        with TestClient(server, cookies={SESSION_COOKIE: cookie(contents)}) as browser:
+            assert browser.get("/", follow_redirects=False).status_code == status, contents
 
 
 def test_open_access_needs_no_login_and_says_so(app: chronoq.App) -> None:

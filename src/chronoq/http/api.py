@@ -38,7 +38,7 @@ from chronoq.errors import (
     UnknownTask,
 )
 from chronoq.http import fields
-from chronoq.http.auth import Scope
+from chronoq.http.auth import Scope, authentication_failed, throttled_for
 from chronoq.http.context import HttpContext
 from chronoq.http.fields import FieldError
 from chronoq.http.models import (
@@ -72,7 +72,7 @@ MAX_PAGE = 1000
 STORE_UNAVAILABLE = "database unavailable"
 log = logging.getLogger("chronoq.http")
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 422, 429)
 }
 _bearer = HTTPBearer(auto_error=False, description="A read or admin token.")
 
@@ -80,9 +80,18 @@ _bearer = HTTPBearer(auto_error=False, description="A read or admin token.")
 class ApiError(Exception):
     """An error response: status, kind, message and the input at fault."""
 
-    def __init__(self, status: int, kind: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        field: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.kind, self.message, self.field = status, kind, message, field
+        self.headers = dict(headers or {})
 
 
 # -- auth -----------------------------------------------------------------------------------
@@ -90,16 +99,33 @@ class ApiError(Exception):
 
 def _requires(ctx: HttpContext, needed: Scope) -> Callable[..., None]:
     def check(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
+        if not ctx.tokens.open:
+            _not_throttled(request)
         scope = ctx.tokens.scope_of(credentials.credentials if credentials else None)
         if scope is None:
             kind = "Unauthorized" if credentials is None else "InvalidToken"
+            authentication_failed(
+                request, "no bearer token" if credentials is None else "unknown token"
+            )
             raise ApiError(401, kind, "a valid bearer token is required")
         if scope < needed:
             raise ApiError(403, "Forbidden", "this endpoint needs an admin token")
 
     return check
+
+
+def _not_throttled(request: Request) -> None:
+    """Refuse, without looking at its token, a client that failed too often of late."""
+    wait = throttled_for(request)
+    if wait is not None:
+        message = (
+            "too many failed authentications from this address; "
+            f"retry in {wait} s (no token is checked until then)"
+        )
+        raise ApiError(429, "TooManyRequests", message, headers={"Retry-After": str(wait)})
 
 
 # -- the routes -----------------------------------------------------------------------------
@@ -450,7 +476,9 @@ def error_response(status: int, kind: str, message: str, field: str | None) -> J
 
 
 def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-    return error_response(exc.status, exc.kind, exc.message, exc.field)
+    response = error_response(exc.status, exc.kind, exc.message, exc.field)
+    response.headers.update(exc.headers)
+    return response
 
 
 def _field_error(request: Request, exc: FieldError) -> JSONResponse:

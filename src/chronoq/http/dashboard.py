@@ -35,12 +35,14 @@ from chronoq.http.auth import (
     Session,
     SignInRequired,
     admin_sender,
+    authentication_failed,
     data_reader,
     end_session,
     form_sender,
     page_reader,
     read_session,
     sign_in,
+    throttled_for,
     visitor,
 )
 from chronoq.http.context import HttpContext
@@ -165,6 +167,16 @@ def _store_unavailable(request: Request, exc: StoreUnavailable) -> Response:
     return render_message(request, read_session(request), 503, "Database unavailable", message)
 
 
+def _login_throttled(request: Request, viewer: Session, target: str, wait: int) -> Response:
+    error = (
+        f"Too many failed sign-ins from your address. Try again in {wait} seconds; "
+        "until then no token is checked."
+    )
+    page = render_page(request, viewer, "login.html", status=429, next=target, error=error)
+    page.headers["Retry-After"] = str(wait)
+    return page
+
+
 def _id_list(ids: Sequence[int]) -> str:
     shown = ", ".join(str(job_id) for job_id in ids[:SHOWN_IDS])
     more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
@@ -232,8 +244,12 @@ class Dashboard:
         self, request: Request, viewer: LoginSender, token: Field = "", next: Field = "/"
     ) -> Response:
         target = local_path(next, "/")
+        wait = throttled_for(request)
+        if wait is not None:  # the token is not even looked at
+            return _login_throttled(request, viewer, target, wait)
         session = sign_in(request, token)
         if session is None:
+            authentication_failed(request, "unknown token" if token else "no token")
             return render_page(
                 request, viewer, "login.html", status=401, next=target, error="Unknown token."
             )
