@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import chronoq
+from chronoq.http.redirects import relative_to
 from chronoq.storage.base import JobListParams
 
 JSON = {"Content-Type": "application/json"}
@@ -61,3 +62,32 @@ def test_a_number_too_long_is_malformed(
     response = client.post(path, content=body(LONG_NUMBER.encode()), headers=JSON)
     assert "number too long" in _malformed(response)
     assert _nothing_stored(app)
+
+
+@pytest.mark.parametrize("path", ["/static", "/api/v1/jobs/", "/jobs/", "/login/"])
+def test_no_redirect_names_the_host_the_client_sent(client: TestClient, path: str) -> None:
+    response = client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+    location = response.headers["location"]
+    assert response.status_code == 307
+    assert location.startswith("/") and "evil.example" not in location, location
+
+
+def test_static_redirects_to_its_own_path(client: TestClient) -> None:
+    response = client.get("/static", headers={"Host": "evil.example"}, follow_redirects=False)
+    assert response.headers["location"] == "/static/"
+
+
+@pytest.mark.parametrize(
+    ("location", "relative"),
+    [
+        ("http://evil.example/static/", "/static/"),
+        ("http://evil.example//other.example/", "/other.example/"),
+        ("http://evil.example/\\other.example/?a=1", "/other.example/?a=1"),
+        ("/jobs?page=2", "/jobs?page=2"),
+        ("https://docs.example/x", "https://docs.example/x"),
+    ],
+)
+def test_relative_to_never_leaves_another_host_in_the_location(
+    location: str, relative: str
+) -> None:
+    assert relative_to(location, "evil.example") == relative

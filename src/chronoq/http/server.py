@@ -15,6 +15,7 @@ from chronoq.http.auth import install_sessions
 from chronoq.http.context import HttpContext
 from chronoq.http.dashboard import install_dashboard
 from chronoq.http.limits import BodyLimit
+from chronoq.http.redirects import RelativeRedirects
 
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
 # before it is read into memory.
@@ -34,6 +35,7 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
     )
     install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only)
     server.add_middleware(BodyLimit, limit=max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit))
+    server.add_middleware(RelativeRedirects)
     install_error_handlers(server)
     server.include_router(api_routes(ctx), prefix="/api/v1")
     install_dashboard(server, ctx)
