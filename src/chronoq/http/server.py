@@ -14,7 +14,7 @@ from chronoq.http.api import api_routes, install_error_handlers
 from chronoq.http.auth import install_sessions
 from chronoq.http.context import HttpContext
 from chronoq.http.dashboard import install_dashboard
-from chronoq.http.limits import BodyLimit
+from chronoq.http.limits import BODY_SECONDS, BodyLimit, BodyLimits
 from chronoq.http.redirects import RelativeRedirects
 
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
@@ -22,7 +22,9 @@ from chronoq.http.redirects import RelativeRedirects
 MIN_BODY_LIMIT = 16 * 1024 * 1024
 
 
-def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
+def create_server(
+    ctx: HttpContext, *, https_only: bool = False, body_seconds: float = BODY_SECONDS
+) -> FastAPI:
     server = FastAPI(
         title="chronoq",
         version=__version__,
@@ -33,8 +35,12 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
         docs_url="/api/v1/docs",
         redoc_url=None,
     )
+    # Added first, so that it runs inside the session middleware and can tell a signed-in
+    # session's form from a stranger's.
+    api_limit = max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit)
+    limits = BodyLimits(api=api_limit, seconds=body_seconds)
+    server.add_middleware(BodyLimit, tokens=ctx.tokens, limits=limits)
     install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only)
-    server.add_middleware(BodyLimit, limit=max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit))
     server.add_middleware(RelativeRedirects)
     install_error_handlers(server)
     server.include_router(api_routes(ctx), prefix="/api/v1")
