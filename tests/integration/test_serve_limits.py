@@ -58,13 +58,10 @@ def _answer(client: socket.socket) -> tuple[bytes, float]:
     return received.split(b"\r\n", 1)[0], time.monotonic() - started
 
 
-@pytest.fixture
-def server(spawner: Spawner, url: str, app_spec: str) -> Iterator[tuple[int, int]]:
+def _serve(spawner: Spawner, url: str, app_spec: str, *options: str) -> Iterator[tuple[int, int]]:
     assert run_cli("migrate", "--dsn", url).code == 0
     port = _free_port()
-    timeout = f"{DEADLINE:g}s"
-    argv = ["--app", app_spec, "--dsn", url, "--port", str(port)]
-    argv += ["--header-timeout", timeout, "--body-timeout", timeout]
+    argv = ["--app", app_spec, "--dsn", url, "--port", str(port), *options]
     process = spawner.start("serve", *argv, env={"CHRONOQ_ADMIN_TOKENS": TOKEN})
     base = f"http://127.0.0.1:{port}"
     wait_until(lambda: _get(f"{base}/api/v1/jobs", TOKEN)[0] == 200, 30, "the server to answer")
@@ -72,6 +69,14 @@ def server(spawner: Spawner, url: str, app_spec: str) -> Iterator[tuple[int, int
     process.send_signal(signal.SIGTERM)
     assert spawner.wait(process, 30) == 0
     assert "Traceback" not in spawner.log(process)
+
+
+@pytest.fixture
+def server(spawner: Spawner, url: str, app_spec: str) -> Iterator[tuple[int, int]]:
+    timeout = f"{DEADLINE:g}s"
+    yield from _serve(
+        spawner, url, app_spec, "--header-timeout", timeout, "--body-timeout", timeout
+    )
 
 
 def test_slow_clients_neither_hold_memory_nor_connections(server: tuple[int, int]) -> None:
@@ -95,13 +100,33 @@ def test_slow_clients_neither_hold_memory_nor_connections(server: tuple[int, int
             for _ in range(CLIENTS)
         ],
     }
-    assert _get(f"http://127.0.0.1:{port}/api/v1/jobs", TOKEN)[0] == 200  # served meanwhile
-    during = _rss(pid)
-    for expected, clients in attacks.items():
-        for client in clients:
-            status, took = _answer(client)
-            assert status == expected
-            assert took < ANSWERED_WITHIN
+    try:
+        assert _get(f"http://127.0.0.1:{port}/api/v1/jobs", TOKEN)[0] == 200  # served meanwhile
+        during = _rss(pid)
+        for expected, clients in attacks.items():
+            for client in clients:
+                status, took = _answer(client)
+                assert status == expected
+                assert took < ANSWERED_WITHIN
+    finally:
+        for client in (client for clients in attacks.values() for client in clients):
+            client.close()
     grown = max(during, _rss(pid)) - before
     print(f"server RSS {before / 2**20:.1f} MiB before, grown by {grown / 2**20:.1f} MiB")
     assert grown < RSS_GROWTH_BOUND
+
+
+@pytest.fixture
+def capped_server(spawner: Spawner, url: str, app_spec: str) -> Iterator[tuple[int, int]]:
+    yield from _serve(spawner, url, app_spec, "--max-connections", "3")
+
+
+def test_past_the_connection_cap_requests_get_503(capped_server: tuple[int, int]) -> None:
+    jobs = f"http://127.0.0.1:{capped_server[0]}/api/v1/jobs"
+    idle = [socket.create_connection(("127.0.0.1", capped_server[0]), timeout=5) for _ in range(3)]
+    try:
+        wait_until(lambda: _get(jobs, TOKEN)[0] == 503, 10, "a request past the cap refused")
+    finally:
+        for client in idle:
+            client.close()
+    wait_until(lambda: _get(jobs, TOKEN)[0] == 200, 10, "the server to serve again")
