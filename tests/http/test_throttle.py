@@ -149,6 +149,37 @@ def test_a_burst_of_wrong_bearer_tokens_is_throttled_even_for_the_right_token(
     assert stats(attacker, READER).status_code == 200
 
 
+def enqueue(client: TestClient, token: str | None) -> Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return client.post("/api/v1/jobs", json={"task": "greet"}, headers=headers)
+
+
+def test_bodies_refused_unread_for_a_bad_token_count_and_are_throttled_too(
+    server: FastAPI, attacker: TestClient, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request with a body and no known token is refused before its body is read, ahead of
+    the routes: it is counted, logged and throttled there all the same."""
+    caplog.set_level(logging.WARNING, logger="chronoq.http.auth")
+    for _ in range(THROTTLE_BUDGET - 1):
+        assert enqueue(attacker, WRONG).status_code == 401
+    assert enqueue(attacker, None).status_code == 401
+    throttled = enqueue(attacker, ADMIN)
+    assert throttled.status_code == 429
+    assert int(throttled.headers["Retry-After"]) == ONE_TRY
+    assert throttled.json()["error"]["type"] == "TooManyRequests"
+    assert stats(attacker, READER).status_code == 429  # the routes see the same budget
+
+    records = failures(caplog)
+    assert len(records) == THROTTLE_BUDGET
+    assert all("POST /api/v1/jobs" in r.getMessage() for r in records)
+    assert records[0].getMessage().endswith("unknown token")
+    assert records[-1].getMessage().endswith("no bearer token")
+    assert WRONG[:6] not in caplog.text and ADMIN[:6] not in caplog.text
+
+    clock.now += ONE_TRY
+    assert enqueue(attacker, ADMIN).status_code != 429
+
+
 def test_the_right_token_costs_no_try(attacker: TestClient) -> None:
     for _ in range(3 * THROTTLE_BUDGET):
         assert stats(attacker, READER).status_code == 200

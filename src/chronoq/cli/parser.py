@@ -313,6 +313,27 @@ def _add_serve(serve: ArgumentParser) -> None:
         action="store_true",
         help="send the dashboard's session cookie over HTTPS only (behind a TLS proxy)",
     )
+    serve.add_argument(
+        "--header-timeout",
+        type=duration,
+        default=timedelta(seconds=10),
+        metavar="DURATION",
+        help="close a connection whose request headers take longer (default 10s)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=duration,
+        default=timedelta(seconds=10),
+        metavar="DURATION",
+        help="refuse (408) a request body that takes longer to arrive (default 10s)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="connections served at once; past it, requests get 503 (default 100)",
+    )
     _add_logging(serve)
 
 

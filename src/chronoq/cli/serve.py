@@ -12,6 +12,7 @@ from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.errors import ConfigError
 from chronoq.http.auth import TokenTable
+from chronoq.http.connections import HEADER_BYTES, KEEP_ALIVE_SECONDS, with_header_deadline
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.logs import configure_logging
@@ -37,7 +38,11 @@ def serve(run: Invocation) -> int:
     context = HttpContext(app, tokens, metrics)
     if app.config.session_secret:
         context.secret = app.config.session_secret
-    server = create_server(context, https_only=args.secure_cookies)
+    server = create_server(
+        context,
+        https_only=args.secure_cookies,
+        body_seconds=args.body_timeout.total_seconds(),
+    )
     if tokens.open:
         log.warning(
             "no API token configured: open access for anyone on this machine, listening on "
@@ -53,7 +58,15 @@ def serve(run: Invocation) -> int:
         extra={"action": "serve.start"},
     )
     config = uvicorn.Config(
-        server, host=args.host, port=args.port, log_config=None, access_log=False
+        server,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        http=with_header_deadline(args.header_timeout.total_seconds()),
+        h11_max_incomplete_event_size=HEADER_BYTES,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        limit_concurrency=args.max_connections,
     )
     _stop_quietly_after_uvicorn()
     try:

@@ -9,6 +9,7 @@ them in its thread pool, where the store's blocking calls belong.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
@@ -528,6 +529,9 @@ def _location(loc: Sequence[Any]) -> str | None:
 
 
 def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    unparsable = _unparsable_json(exc)
+    if unparsable:
+        return error_response(422, "MalformedJSON", unparsable, None)
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
     return error_response(exc.status_code, kind, str(exc.detail), None)
 
@@ -548,6 +552,23 @@ def log_store_unavailable(request: Request, exc: StoreUnavailable) -> None:
 def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
     log_store_unavailable(request, exc)
     return error_response(503, type(exc).__name__, STORE_UNAVAILABLE, None)
+
+
+def _unparsable_json(exc: StarletteHTTPException) -> str | None:
+    """Why a body FastAPI could not parse is malformed JSON, when it is: FastAPI answers 400 to
+    every error of the decoder but a syntax error, and two of those are the caller's JSON,
+    valid in grammar but past what Python's decoder takes (its recursion limit and its limit
+    on the digits of an integer)."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, RecursionError):
+        return "the JSON body is nested too deep"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return (
+            f"the JSON body holds a number too long: at most {sys.get_int_max_str_digits()} digits"
+        )
+    return None
 
 
 def _chronoq_error(request: Request, exc: ChronoqError) -> JSONResponse:

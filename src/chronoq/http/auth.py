@@ -256,12 +256,18 @@ def _session_fields(stored: MutableMapping[str, Any]) -> tuple[str, str, int, in
 
 
 def install_sessions(
-    server: FastAPI, secret: str, tokens: TokenTable, *, https_only: bool = False
+    server: FastAPI,
+    secret: str,
+    tokens: TokenTable,
+    *,
+    https_only: bool = False,
+    throttle: Throttle | None = None,
 ) -> None:
     """Sessions for `server`'s dashboard, signed with `secret` and granted by `tokens`, and the
-    throttle of failed authentications that the dashboard and the API share."""
+    throttle of failed authentications that the dashboard and the API share (`throttle`, when
+    a middleware shares it too)."""
     setattr(server.state, _SESSIONS_STATE, Sessions(secret, tokens))
-    setattr(server.state, _THROTTLE_STATE, Throttle())
+    setattr(server.state, _THROTTLE_STATE, throttle or Throttle())
     # The cookie is HttpOnly; SameSite=strict keeps it off every request another site starts,
     # on top of the CSRF token the forms carry. Its max_age is only the browser's bound: what
     # ends a session is decided by `Sessions`.
@@ -392,12 +398,13 @@ def throttled_for(request: Request) -> int | None:
 def authentication_failed(request: Request, reason: str) -> None:
     """Count a failed authentication against the request's client, and log it (never what
     was presented). Throttled requests are not logged, which bounds these lines too."""
-    record_failure(request.app, client_address(request), request.method, request.url.path, reason)
+    throttle = server_throttle(request.app)
+    record_failure(throttle, client_address(request), request.method, request.url.path, reason)
 
 
-def record_failure(server: Starlette, client: str, method: str, route: str, reason: str) -> None:
+def record_failure(throttle: Throttle, client: str, method: str, route: str, reason: str) -> None:
     """`authentication_failed`, for code that holds an ASGI scope rather than a Request."""
-    server_throttle(server).failed(client)
+    throttle.failed(client)
     _log.warning(
         "authentication failed from %s on %s %s: %s",
         client,

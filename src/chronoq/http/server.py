@@ -18,10 +18,11 @@ from starlette.staticfiles import StaticFiles
 
 from chronoq import __version__
 from chronoq.http.api import api_routes, error_response, install_error_handlers
-from chronoq.http.auth import install_sessions, read_session
+from chronoq.http.auth import Throttle, install_sessions, read_session
 from chronoq.http.context import HttpContext
 from chronoq.http.dashboard import PAGE_HEADERS, install_dashboard
-from chronoq.http.limits import BodyLimit
+from chronoq.http.limits import BODY_SECONDS, BodyLimit, BodyLimits
+from chronoq.http.redirects import RelativeRedirects
 
 # A batch may carry many jobs, each up to the payload limit; anything past this is refused
 # before it is read into memory.
@@ -32,7 +33,9 @@ SWAGGER = "/static/swagger"  # Swagger UI's files, vendored: no CDN is trusted w
 _scraper = HTTPBearer(auto_error=False, description="A read or admin token.")
 
 
-def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
+def create_server(
+    ctx: HttpContext, *, https_only: bool = False, body_seconds: float = BODY_SECONDS
+) -> FastAPI:
     server = FastAPI(
         title="chronoq",
         version=__version__,
@@ -43,8 +46,15 @@ def create_server(ctx: HttpContext, *, https_only: bool = False) -> FastAPI:
         docs_url=None,  # served by `_docs_page`, under the dashboard's CSP
         redoc_url=None,
     )
-    install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only)
-    server.add_middleware(BodyLimit, limit=max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit))
+    # Added first, so that it runs inside the session middleware and can tell a signed-in
+    # session's form from a stranger's.
+    api_limit = max(MIN_BODY_LIMIT, 4 * ctx.app.config.payload_limit)
+    limits = BodyLimits(api=api_limit, seconds=body_seconds)
+    # It shares the throttle of failed authentications with the routes.
+    throttle = Throttle()
+    server.add_middleware(BodyLimit, tokens=ctx.tokens, limits=limits, throttle=throttle)
+    install_sessions(server, ctx.secret, ctx.tokens, https_only=https_only, throttle=throttle)
+    server.add_middleware(RelativeRedirects)
     install_error_handlers(server)
     server.include_router(api_routes(ctx), prefix="/api/v1")
     install_dashboard(server, ctx)
