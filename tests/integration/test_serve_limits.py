@@ -23,6 +23,9 @@ SENT = 64 * 1024  # of the declared body, before the client stalls
 DEADLINE = 1.0  # the server's header and body timeouts in this test, in seconds
 ANSWERED_WITHIN = 5.0  # the deadline, plus room for a loaded machine
 RSS_GROWTH_BOUND = 20 * 1024 * 1024
+# The attack comes from another loopback address than the normal request: its bad tokens use
+# up its own budget of failed authentications, and must not throttle anybody else.
+ATTACKER = ("127.0.0.2", 0)
 
 
 def _rss(pid: int) -> int:
@@ -34,7 +37,9 @@ def _rss(pid: int) -> int:
 
 def _stall(port: int, head: bytes, body: bytes) -> socket.socket:
     """A client that sends `head` and `body`, then nothing more."""
-    client = socket.create_connection(("127.0.0.1", port), timeout=ANSWERED_WITHIN)
+    client = socket.create_connection(
+        ("127.0.0.1", port), timeout=ANSWERED_WITHIN, source_address=ATTACKER
+    )
     with contextlib.suppress(OSError):  # refused and closed before all was sent: as it should
         client.sendall(head + body)
     return client
