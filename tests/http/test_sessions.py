@@ -4,19 +4,18 @@ opened them leaves the configuration, and a fixed time after sign-in however act
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from httpx2 import Response
 
 import chronoq
 from chronoq.http.auth import SESSION_IDLE, SESSION_LIFETIME, TokenTable, server_sessions
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
+from tests.dashboard_forms import login
 from tests.http.conftest import ADMIN, READER
 
 SECRET = "shared-session-secret-0123456789abcdef"
@@ -49,19 +48,6 @@ def browser(app: chronoq.App, clock: Clock) -> Iterator[TestClient]:
     tokens = TokenTable(admin=(ADMIN,), read=(READER,))
     with TestClient(server_for(app, tokens, clock)) as client:
         yield client
-
-
-def csrf_of(page: Response) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, "the page carries no CSRF field"
-    return found.group(1)
-
-
-def login(client: TestClient, token: str) -> str:
-    form = client.get("/login")
-    answer = client.post("/login", data={"csrf": csrf_of(form), "token": token, "next": "/jobs"})
-    assert answer.status_code == 200 and answer.url.path == "/jobs"
-    return csrf_of(answer)
 
 
 def replay(server: FastAPI, cookies: dict[str, str]) -> TestClient:

@@ -5,7 +5,6 @@ a dozen requests per client, on a clock the tests move."""
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +23,7 @@ from chronoq.http.auth import (
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
+from tests.dashboard_forms import csrf_of
 from tests.http.conftest import ADMIN, READER
 
 WRONG = "wrong-token-guessed-0123456789"
@@ -58,12 +58,6 @@ def server(app: chronoq.App, clock: Clock) -> FastAPI:
 def attacker(server: FastAPI) -> Iterator[TestClient]:
     with TestClient(server, client=ATTACKER) as client:
         yield client
-
-
-def csrf_of(page: Response) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, "the page carries no CSRF field"
-    return found.group(1)
 
 
 def try_login(client: TestClient, token: str) -> Response:

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 import itsdangerous
 import pytest
 from fastapi.testclient import TestClient
-from httpx2 import Response
 
 import chronoq
 from chronoq.core.jobs import JobStatus, Outcome
@@ -23,6 +22,7 @@ from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobListParams
+from tests.dashboard_forms import csrf_of, login
 
 ADMIN = "admin-token-0123456789abcdef"
 READER = "read-token-0123456789abcdef"
@@ -57,20 +57,6 @@ def client_for(app: chronoq.App, tokens: TokenTable) -> TestClient:
 def client(app: chronoq.App) -> Iterator[TestClient]:
     with client_for(app, TokenTable(admin=(ADMIN,), read=(READER,))) as made:
         yield made
-
-
-def csrf_of(page: Response) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, "the page carries no CSRF field"
-    return found.group(1)
-
-
-def login(client: TestClient, token: str) -> str:
-    """Sign in through the form; returns the session's CSRF token."""
-    form = client.get("/login")
-    answer = client.post("/login", data={"csrf": csrf_of(form), "token": token, "next": "/jobs"})
-    assert answer.status_code == 200 and answer.url.path == "/jobs"
-    return csrf_of(answer)
 
 
 @pytest.fixture
