@@ -24,14 +24,18 @@ from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
+    IdClaim,
+    JobClaimIdsParams,
     JobClaimParams,
     JobFinishParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
+    JobStageParams,
     Overview,
     OverviewParams,
     ScheduleUpsertParams,
+    Staging,
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
 from chronoq.storage.limited import claim_limited
@@ -247,6 +251,15 @@ class PostgresStore(SqlStore):
                 wakeup = wakeup.sooner(again)
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
         return Claim(jobs, wakeup)
+
+    def job_claim_ids(self, params: JobClaimIdsParams) -> IdClaim:
+        raise NotImplementedError  # PENDING-TIER
+
+    def job_stage_candidates(self, params: JobStageParams) -> Staging:
+        raise NotImplementedError  # PENDING-TIER
+
+    def tier_partitions(self, requested: int) -> int:
+        raise NotImplementedError  # PENDING-TIER
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:

@@ -24,15 +24,19 @@ from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
+    IdClaim,
+    JobClaimIdsParams,
     JobClaimParams,
     JobFinishParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
+    JobStageParams,
     LeaderTerm,
     Overview,
     OverviewParams,
     ScheduleUpsertParams,
+    Staging,
 )
 from chronoq.storage.dsn import sqlite_path
 from chronoq.storage.limited import claim_limited
@@ -231,6 +235,15 @@ class SqliteStore(SqlStore):
             return []
         claimed = db.execute(Q["job_claim_ids"], claim_ids_args(ids, now, params)).fetchall()
         return [_job(row) for row in claimed]
+
+    def job_claim_ids(self, params: JobClaimIdsParams) -> IdClaim:
+        raise NotImplementedError  # PENDING-TIER
+
+    def job_stage_candidates(self, params: JobStageParams) -> Staging:
+        raise NotImplementedError  # PENDING-TIER
+
+    def tier_partitions(self, requested: int) -> int:
+        raise NotImplementedError  # PENDING-TIER
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:

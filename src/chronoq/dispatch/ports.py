@@ -1,0 +1,106 @@
+"""The ports of tiered dispatch: where staged timers live, and where workers read due jobs.
+
+```
+ PostgreSQL (system of record) ── stage (leader, epoch) ──► TimerStore: one sorted set per
+                                                             partition, score = run_at (ms)
+                                    move_due (leader, epoch, now) ──► one stream per
+                                                             (partition, queue)
+ StreamReader (worker) ◄── read / ack ─────────────────────┘
+```
+
+A timer is a pending job as its leader saw it when staging: id, lease token and queue, due at
+`due_ms`, milliseconds since the epoch on the database clock, rounded up so that a timer never
+fires before its job is due. Every mutation by a leader names the partition's epoch; one made
+with a stale epoch changes nothing and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    job_id: int
+    token: int
+    queue: str
+    due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """What a new leader finds when it takes a partition over in the timer store.
+
+    `accepted`: the epoch was recorded (False: the store already holds a higher epoch, so this
+    leadership is stale and must not act). `lost`: the store had no record of the partition
+    while a previous epoch had written one (a restart without persistence, a flush): everything
+    staged may be gone and the leader re-stages its horizon from the database."""
+
+    accepted: bool
+    lost: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What one move did: `moved` timers added to their streams; `stale`: the epoch was refused
+    and nothing moved; `next_due_ms`: the earliest timer left (None: none)."""
+
+    moved: int
+    stale: bool
+    next_due_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    partition: int
+    epoch: int | None
+    staged: int
+    due: int
+    stream_length: int
+    stream_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One stream entry read by a worker: a job that was due when its leader moved it."""
+
+    partition: int
+    queue: str
+    entry_id: str
+    job_id: int
+    token: int
+
+
+class StaleEpoch(Exception):
+    """A leader's write named an epoch lower than the one the timer store holds."""
+
+
+class TimerStore(Protocol):
+    def take_over(self, partition: int, epoch: int) -> Takeover: ...
+
+    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> int:
+        """Add or update timers; returns how many were new. Raises StaleEpoch."""
+        ...
+
+    def move_due(self, partition: int, epoch: int, now_ms: int, limit: int) -> Moved: ...
+
+    def trim(self, partition: int, epoch: int) -> int:
+        """Drop stream entries every consumer group has acknowledged; returns how many."""
+        ...
+
+    def status(self, partition: int, now_ms: int) -> PartitionStatus: ...
+
+    def close(self) -> None: ...
+
+
+class StreamReader(Protocol):
+    def read(self, count: int, block: float) -> list[Delivery]:
+        """Up to `count` entries: new ones, and ones a dead consumer left unacknowledged.
+        Blocks up to `block` seconds when there are none."""
+        ...
+
+    def ack(self, deliveries: Sequence[Delivery]) -> None: ...
+
+    def close(self) -> None: ...
