@@ -45,10 +45,13 @@ class Takeover:
 @dataclass(frozen=True, slots=True)
 class Moved:
     """What one move did: `moved` timers added to their streams; `stale`: the epoch was refused
-    and nothing moved; `next_due_ms`: the earliest timer left (None: none)."""
+    and nothing moved; `lost`: the store has no record of the partition any more (Redis
+    restarted empty or was flushed): nothing moved, take it over again and re-stage;
+    `next_due_ms`: the earliest timer left (None: none)."""
 
     moved: int
     stale: bool
+    lost: bool
     next_due_ms: int | None
 
 
@@ -77,11 +80,16 @@ class StaleEpoch(Exception):
     """A leader's write named an epoch lower than the one the timer store holds."""
 
 
+class PartitionLost(Exception):
+    """The timer store has no record of a partition its leader took over: data was lost."""
+
+
 class TimerStore(Protocol):
     def take_over(self, partition: int, epoch: int) -> Takeover: ...
 
     def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> int:
-        """Add or update timers; returns how many were new. Raises StaleEpoch."""
+        """Add or update timers; returns how many were new. Raises StaleEpoch, or
+        PartitionLost when the store has no record of the partition."""
         ...
 
     def move_due(self, partition: int, epoch: int, now_ms: int, limit: int) -> Moved: ...
