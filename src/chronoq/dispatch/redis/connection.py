@@ -1,0 +1,140 @@
+"""Connecting to Redis: one checked client per role, and one translation of Redis failures.
+
+`connect(url)` refuses a malformed URL with `InvalidDSN` (a `ConfigError`) and an unreachable
+server with `RedisUnavailable`, each in one line that never shows the password. The client it
+returns has bounded waits everywhere: a connect timeout of a few seconds, and a socket timeout
+that a stream reader must keep longer than its longest blocking read.
+
+Failures of later calls are translated by `redis_errors`:
+
+```
+StoreError                     (chronoq.errors)
+├── RedisUnavailable           Redis cannot be reached or did not answer in time: retry later
+└── (StoreError itself)        Redis answered with an error the caller did not expect
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from chronoq.errors import ConfigError, InvalidDSN, StoreError
+from chronoq.storage.dsn import redact
+
+DEFAULT_CONNECT_TIMEOUT = 3.0
+DEFAULT_SOCKET_TIMEOUT = 10.0
+_SCHEMES = ("redis", "rediss", "unix")
+
+
+class RedisUnavailable(StoreError):
+    """Redis cannot be reached."""
+
+
+def connect(
+    url: str,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+) -> redis.Redis:
+    """A client for `url` (redis://[:password@]host[:port][/db], rediss://..., unix://path),
+    checked with a PING. A stream reader's `socket_timeout` must exceed its longest `block`."""
+    check_url(url)
+    if connect_timeout <= 0 or socket_timeout <= 0:
+        raise ConfigError(
+            f"Redis timeouts must be positive, got connect_timeout={connect_timeout!r} "
+            f"and socket_timeout={socket_timeout!r}"
+        )
+    try:
+        client = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            # One retry on a broken connection: a pooled socket that Redis closed (a restart)
+            # is replaced at once, while a server that is down still fails within a connect
+            # timeout or two.
+            retry=Retry(NoBackoff(), 1),
+        )
+    except ValueError as exc:
+        raise InvalidDSN(f"invalid Redis URL {redact(url)!r}: {exc}") from None
+    _check_reachable(client, url)
+    return client
+
+
+def check_url(url: str) -> None:
+    """Refuse, with InvalidDSN naming the problem, a URL that redis-py would misread."""
+    shown = redact(url) if isinstance(url, str) else repr(url)
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidDSN("the Redis URL is empty: use redis://host:6379/0")
+    if "\x00" in url:
+        raise InvalidDSN(f"the Redis URL {shown!r} contains a NUL character")
+    parts = urlsplit(url)
+    if parts.scheme not in _SCHEMES:
+        raise InvalidDSN(
+            f"unsupported Redis URL {shown!r}: it must start with redis://, rediss:// or unix://"
+        )
+    if parts.scheme == "unix":
+        return
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError as exc:
+        raise InvalidDSN(f"invalid Redis URL {shown!r}: {exc}") from None
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        raise InvalidDSN(
+            f"invalid Redis URL {shown!r}: the path must be a database number, got {database!r}"
+        )
+
+
+def _check_reachable(client: redis.Redis, url: str) -> None:
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        client.close()
+        raise ConfigError(f"Redis at {redact(url)} refused the credentials: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        client.close()
+        raise RedisUnavailable(f"Redis not reachable at {redact(url)}: {reason(exc)}") from None
+    except redis.ResponseError as exc:
+        client.close()
+        raise ConfigError(f"Redis at {redact(url)} refused the connection: {exc}") from None
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in a few words: the operating system's reason when there is one
+    ("Connection refused"), else the first line of the error."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    if isinstance(exc, redis.TimeoutError) or isinstance(cause, TimeoutError):
+        return "timed out"
+    lines = str(exc).strip().splitlines()
+    return lines[0].rstrip(".") if lines else type(exc).__name__
+
+
+def where(client: redis.Redis) -> str:
+    """The server a client talks to, as a URL without credentials."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
+    return f"redis://{host}:{port}/{db}"
+
+
+@contextmanager
+def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
+    """Raise RedisUnavailable for a connection that failed or timed out while `doing`, and
+    StoreError for any other error of Redis."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(
+            f"Redis not reachable at {where(client)} to {doing}: {reason(exc)}"
+        ) from exc
+    except redis.RedisError as exc:
+        raise StoreError(f"Redis failed to {doing}: {reason(exc)}") from exc

@@ -1,0 +1,57 @@
+-- move.lua: move the due timers of one partition onto their queues' streams, fenced by its
+-- epoch. Runs after fence.lua (scripts.py prepends it), which defines refusal() and number_arg().
+--
+-- KEYS[1]  <prefix>:{p<p>}:epoch
+-- KEYS[2]  <prefix>:{p<p>}:timers   (sorted set, member "<job_id>:<token>:<queue>", score due_ms)
+-- KEYS[3]  <prefix>:{p<p>}:queues   (set of the queues whose streams exist)
+-- ARGV[1]  epoch of the leader
+-- ARGV[2]  now_ms: the database clock in milliseconds; a timer is due when its score <= now_ms
+-- ARGV[3]  limit: at most this many timers per call (a bounded batch keeps Redis responsive)
+-- ARGV[4]  <prefix>:{p<p>}:q:  the prefix of the partition's stream keys
+--
+-- The stream keys, ARGV[4] .. <queue>, are built here from a member's queue: they cannot be
+-- known before the members are read. They carry the partition's hash tag, so they live in the
+-- slot of KEYS[1..3] and the script still touches a single slot (Redis Cluster runs it).
+--
+-- Due members are read in score order (ZRANGE BYSCORE LIMIT), each XADDed as {job, token} to
+-- its queue's stream, then removed, all in this one atomic call: no reader sees a timer both in
+-- the set and on a stream, and none is lost between the two.
+--
+-- Returns {'ok', moved, next_due, dropped}: `moved` entries added; `next_due` the smallest
+-- score left ('' when the set is empty); `dropped` members that could not be parsed (removed,
+-- never delivered: the database still holds their jobs). Or the refusal of fence.lua
+-- ({'stale', stored} or {'lost', stored}), having moved nothing.
+
+local refused = refusal(KEYS[1], number_arg(ARGV[1], 'the epoch'))
+if refused then
+  return refused
+end
+local now_ms = number_arg(ARGV[2], 'now_ms')
+local limit = number_arg(ARGV[3], 'the limit')
+
+local due = redis.call('ZRANGE', KEYS[2], '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)
+
+local moved, dropped = 0, 0
+local queues = {}
+for _, member in ipairs(due) do
+  -- the queue comes last: it may hold colons
+  local job, token, queue = string.match(member, '^(%d+):(%-?%d+):(.+)$')
+  if job then
+    redis.call('XADD', ARGV[4] .. queue, '*', 'job', job, 'token', token)
+    queues[queue] = true
+    moved = moved + 1
+  else
+    redis.log(redis.LOG_WARNING, 'chronoq: dropped a malformed timer member: ' .. member)
+    dropped = dropped + 1
+  end
+end
+
+for first = 1, #due, CHUNK do
+  redis.call('ZREM', KEYS[2], unpack(due, first, math.min(first + CHUNK - 1, #due)))
+end
+for queue in pairs(queues) do
+  redis.call('SADD', KEYS[3], queue)
+end
+
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {'ok', moved, head[2] or '', dropped}

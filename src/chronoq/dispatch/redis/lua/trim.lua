@@ -1,0 +1,81 @@
+-- trim.lua: drop the stream entries of one partition that every consumer group is done with,
+-- fenced by its epoch. Runs after fence.lua (scripts.py prepends it), which defines refusal()
+-- and number_arg().
+--
+-- KEYS[1]  <prefix>:{p<p>}:epoch
+-- KEYS[2]  <prefix>:{p<p>}:queues   (set of the queues whose streams move.lua wrote to)
+-- ARGV[1]  epoch of the leader
+-- ARGV[2]  <prefix>:{p<p>}:q:  the prefix of the partition's stream keys (same slot: the hash
+--          tag is in the prefix; see move.lua)
+--
+-- A stream keeps every entry from its floor on: the smallest id over its groups of
+-- (the oldest entry still pending, or else the first one after last-delivered-id). An entry
+-- below the floor was delivered to every group and acknowledged by each. A pending entry is
+-- never dropped (MAXLEN would drop them: they would then be lost until reconciled), nor one
+-- not yet delivered. A stream without any group keeps everything: no worker read it yet.
+--
+-- Returns {'ok', trimmed}: entries deleted over all the partition's streams, or the refusal of
+-- fence.lua ({'stale', stored} or {'lost', stored}), having deleted nothing.
+
+local refused = refusal(KEYS[1], number_arg(ARGV[1], 'the epoch'))
+if refused then
+  return refused
+end
+
+local function parse_id(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+
+local function id_below(a, b)
+  local a_ms, a_seq = parse_id(a)
+  local b_ms, b_seq = parse_id(b)
+  return a_ms < b_ms or (a_ms == b_ms and a_seq < b_seq)
+end
+
+local function after(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return ms .. '-' .. tostring(tonumber(seq) + 1)
+end
+
+local function fields(flat)
+  local out = {}
+  for i = 1, #flat, 2 do
+    out[flat[i]] = flat[i + 1]
+  end
+  return out
+end
+
+-- The first id a group still needs: its oldest pending entry, or the one after its last
+-- delivered (pending entries are never above last-delivered-id).
+local function group_floor(stream, group)
+  if group['pending'] > 0 then
+    return redis.call('XPENDING', stream, group['name'])[2]
+  end
+  return after(group['last-delivered-id'])
+end
+
+local function stream_floor(stream)
+  local floor = nil
+  for _, flat in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local needed = group_floor(stream, fields(flat))
+    if floor == nil or id_below(needed, floor) then
+      floor = needed
+    end
+  end
+  return floor
+end
+
+local trimmed = 0
+for _, queue in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local stream = ARGV[2] .. queue
+  if redis.call('EXISTS', stream) == 1 then
+    local floor = stream_floor(stream)
+    if floor then
+      trimmed = trimmed + redis.call('XTRIM', stream, 'MINID', floor)
+    end
+  else
+    redis.call('SREM', KEYS[2], queue)
+  end
+end
+return {'ok', trimmed}

@@ -1,0 +1,286 @@
+"""`RedisStreamReader`: the `StreamReader` port on Redis Streams with one consumer group.
+
+```
+ move.lua ──XADD──► <prefix>:{p0}:q:emails  ┐
+                    <prefix>:{p1}:q:emails  ├─► XREADGROUP GROUP chronoq <consumer>
+                    <prefix>:{p0}:q:reports │     COUNT n BLOCK ms STREAMS (all P x Q keys) > ...
+                    ...                     ┘   one blocking call: no polling, woken by XADD
+                                              + every claim_idle / 2: XAUTOCLAIM of entries idle
+                                                longer than claim_idle (a dead consumer's)
+ ack(deliveries) ──► XACK per stream, one pipeline
+```
+
+A worker reads every partition's stream of its queues in one XREADGROUP. Redis applies COUNT
+to each stream, so one read may return more than asked: the surplus waits in this reader and is
+handed out first by the next read, without a round trip. Entries stay pending until `ack`, so a
+worker that dies leaves them to the XAUTOCLAIM of its peers after `claim_idle` seconds. A stream
+entry only says "this job was due": the claim in the database (by id and token) decides who runs
+it. Acknowledge an entry once that claim has settled (claimed, gone or busy-and-re-staged), not
+when the job ends: an entry left pending through a long job would be claimed again by a peer
+after `claim_idle`, costing it one refused claim.
+
+Blocking is bounded: `block` seconds (at most the client's socket timeout less one second), so
+a worker can stop. Groups are created at start from id 0 with MKSTREAM; when Redis lost them (a
+restart without persistence, a flush) a read that meets NOGROUP creates them again and reads on.
+A Redis that cannot be reached raises `RedisUnavailable` (a `chronoq.errors.StoreError`): log,
+wait and read again; the client reconnects by itself.
+
+Redis Cluster: the streams of different partitions hash to different slots, and a multi-key
+XREADGROUP must stay within one slot, so a worker on a cluster needs one XREADGROUP per slot (or
+node) it reads, each on its own connection. This reader implements the single-node case.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import redis
+from redis.typing import KeyT, StreamIdT
+
+from chronoq.dispatch.ports import Delivery
+from chronoq.dispatch.redis.connection import redis_errors
+from chronoq.dispatch.redis.keys import check_partition, check_prefix, check_queue, partition_keys
+from chronoq.dispatch.redis.replies import as_list, text
+
+log = logging.getLogger("chronoq.dispatch")
+
+DEFAULT_GROUP = "chronoq"
+BLOCK_MARGIN = 1.0  # seconds a blocking read ends before the socket would time out
+
+
+class RedisStreamReader:
+    """Reads due jobs of `queues` from all `partitions` as `consumer` of `group`."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        queues: Sequence[str],
+        partitions: int,
+        consumer: str,
+        group: str = DEFAULT_GROUP,
+        claim_idle: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.group = _name(group, "the consumer group")
+        self.consumer = _name(consumer, "the consumer")
+        self.claim_idle = _positive(claim_idle, "claim_idle")
+        self._streams = _stream_map(check_prefix(prefix), queues, partitions)
+        self._stream_by_source = {source: stream for stream, source in self._streams.items()}
+        self._surplus: deque[Delivery] = deque()
+        self._claim_from = dict.fromkeys(self._streams, "0-0")
+        self._next_claim = time.monotonic()  # a fresh worker looks for orphans at once
+        self.ensure_groups()
+
+    @property
+    def streams(self) -> list[str]:
+        return list(self._streams)
+
+    def ensure_groups(self) -> None:
+        """Create the group on every stream (from id 0, creating the stream too); a group that
+        exists already is left as it is."""
+        with redis_errors(self.client, "create the consumer groups"):
+            pipe = self.client.pipeline(transaction=False)
+            for stream in self._streams:
+                pipe.xgroup_create(stream, self.group, id="0", mkstream=True)
+            for reply in pipe.execute(raise_on_error=False):
+                if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
+                    raise reply
+
+    def read(self, count: int, block: float) -> list[Delivery]:
+        _positive(count, "count")
+        block_ms = self._block_ms(block)
+        if not self._surplus:
+            self._surplus.extend(self._claim_orphans(count))
+        if not self._surplus:
+            self._surplus.extend(self._read_new(count, block_ms))
+        return [self._surplus.popleft() for _ in range(min(count, len(self._surplus)))]
+
+    def ack(self, deliveries: Sequence[Delivery]) -> None:
+        by_stream: dict[str, list[str]] = {}
+        for delivery in deliveries:
+            by_stream.setdefault(self._stream_of(delivery), []).append(delivery.entry_id)
+        if not by_stream:
+            return
+        with redis_errors(self.client, "acknowledge stream entries"):
+            pipe = self.client.pipeline(transaction=False)
+            for stream, ids in by_stream.items():
+                pipe.xack(stream, self.group, *ids)
+            for reply in pipe.execute(raise_on_error=False):
+                # NOGROUP: Redis lost the group, and with it every pending entry: nothing to ack.
+                if isinstance(reply, Exception) and not _is_nogroup(reply):
+                    raise reply
+
+    def close(self) -> None:
+        """Leave the group where this consumer holds nothing pending (a consumer with pending
+        entries stays, so its peers can claim them), and close the client."""
+        try:
+            self._forget_consumer()
+        except redis.RedisError as exc:
+            log.debug("could not remove consumer %s: %s", self.consumer, exc)
+        finally:
+            self.client.close()
+
+    def _block_ms(self, block: float) -> int | None:
+        """BLOCK in milliseconds, None for no blocking (Redis reads BLOCK 0 as forever)."""
+        if not isinstance(block, int | float) or math.isnan(block) or block < 0:
+            raise ValueError(f"block must be a number of seconds of at least 0, got {block!r}")
+        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        if timeout is not None and block > timeout - BLOCK_MARGIN:
+            raise ValueError(
+                f"block={block!r}s must end {BLOCK_MARGIN}s before the client's socket timeout"
+                f" ({timeout}s): lower it, or connect with a longer socket_timeout"
+            )
+        return max(1, math.ceil(block * 1000)) if block > 0 else None
+
+    def _read_new(self, count: int, block_ms: int | None) -> list[Delivery]:
+        streams: dict[KeyT, StreamIdT] = dict.fromkeys(self._streams, ">")
+        with redis_errors(self.client, "read the streams"):
+            try:
+                reply = self.client.xreadgroup(
+                    self.group, self.consumer, streams, count=count, block=block_ms
+                )
+            except redis.ResponseError as exc:
+                if not _is_nogroup(exc):
+                    raise
+                log.warning(
+                    "consumer groups are gone (Redis restarted empty or was flushed):"
+                    " creating them again",
+                    extra={"action": "tier.read", "group": self.group},
+                )
+                self.ensure_groups()
+                reply = self.client.xreadgroup(
+                    self.group, self.consumer, streams, count=count, block=block_ms
+                )
+        return self._deliveries(_stream_entries(reply))
+
+    def _claim_orphans(self, count: int) -> list[Delivery]:
+        """Entries idle past claim_idle (their consumer died or hung), at most every
+        claim_idle / 2, or at once again after a round that found a full batch."""
+        now = time.monotonic()
+        if now < self._next_claim:
+            return []
+        entries = self._autoclaim(count)
+        found = self._deliveries(entries)
+        self._next_claim = now if len(found) >= count else now + self.claim_idle / 2
+        return found
+
+    def _autoclaim(self, count: int) -> list[tuple[str, list[Any]]]:
+        idle_ms = max(1, math.ceil(self.claim_idle * 1000))
+        with redis_errors(self.client, "claim idle stream entries"):
+            pipe = self.client.pipeline(transaction=False)
+            for stream, start in self._claim_from.items():
+                pipe.xautoclaim(stream, self.group, self.consumer, idle_ms, start, count=count)
+            replies = pipe.execute(raise_on_error=False)
+        entries: list[tuple[str, list[Any]]] = []
+        for stream, reply in zip(self._claim_from, replies, strict=True):
+            if isinstance(reply, Exception):
+                if not _is_nogroup(reply):
+                    raise reply
+                self.ensure_groups()
+                continue
+            cursor, claimed = reply[0], reply[1]
+            self._claim_from[stream] = text(cursor)  # "0-0" once the whole list was walked
+            entries.append((stream, claimed))
+        return entries
+
+    def _deliveries(self, entries: Iterable[tuple[str, Sequence[Any]]]) -> list[Delivery]:
+        found: list[Delivery] = []
+        unreadable: list[Delivery] = []
+        for stream, items in entries:
+            partition, queue = self._streams[stream]
+            for entry_id, fields in items:
+                delivery = _delivery(partition, queue, text(entry_id), fields)
+                if delivery.job_id < 0:
+                    unreadable.append(delivery)
+                else:
+                    found.append(delivery)
+        if unreadable:
+            # Nothing can run them, and left pending they would be claimed again and again.
+            log.warning(
+                "acknowledged %d stream entries without a job id or token",
+                len(unreadable),
+                extra={"action": "tier.read"},
+            )
+            self.ack(unreadable)
+        return found
+
+    def _stream_of(self, delivery: Delivery) -> str:
+        stream = self._stream_by_source.get((delivery.partition, delivery.queue))
+        if stream is None:
+            raise ValueError(f"{delivery!r} was not read from this reader's streams")
+        return stream
+
+    def _forget_consumer(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for stream in self._streams:
+            pipe.xpending_range(stream, self.group, "-", "+", 1, consumername=self.consumer)
+        idle_streams = [
+            stream
+            for stream, pending in zip(
+                self._streams, pipe.execute(raise_on_error=False), strict=True
+            )
+            if not isinstance(pending, Exception) and not pending
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for stream in idle_streams:
+            pipe.xgroup_delconsumer(stream, self.group, self.consumer)
+        pipe.execute(raise_on_error=False)
+
+
+def _stream_map(prefix: str, queues: Sequence[str], partitions: int) -> dict[str, tuple[int, str]]:
+    if isinstance(queues, str) or not queues:
+        raise ValueError(f"queues must be a non-empty list of queue names, got {queues!r}")
+    if check_partition(partitions) < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions!r}")
+    names = list(dict.fromkeys(check_queue(queue) for queue in queues))
+    return {
+        partition_keys(prefix, partition).stream(queue): (partition, queue)
+        for partition in range(partitions)
+        for queue in names
+    }
+
+
+def _stream_entries(reply: Any) -> list[tuple[str, Sequence[Any]]]:
+    """[(stream, [(id, fields), ...]), ...] from XREADGROUP as redis-py parses it: a list of
+    [stream, entries] pairs (RESP2, the client of `connect`), or a map of stream to entries."""
+    if not reply:
+        return []
+    pairs = reply.items() if isinstance(reply, Mapping) else reply
+    return [(text(stream), as_list(items)) for stream, items in pairs]
+
+
+def _delivery(partition: int, queue: str, entry_id: str, fields: Any) -> Delivery:
+    """The entry as a Delivery; job_id -1 when it holds no readable job and token."""
+    values = {text(key): value for key, value in (fields or {}).items()}
+    try:
+        job_id, token = int(text(values["job"])), int(text(values["token"]))
+    except (KeyError, ValueError, TypeError):
+        job_id, token = -1, 0
+    return Delivery(partition=partition, queue=queue, entry_id=entry_id, job_id=job_id, token=token)
+
+
+def _is_nogroup(exc: BaseException) -> bool:
+    return str(exc).startswith("NOGROUP")
+
+
+def _name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty name, got {value!r}")
+    return value
+
+
+def _positive(value: float, what: str) -> float:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or math.isnan(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{what} must be a positive number, got {value!r}")
+    return value

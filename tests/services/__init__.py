@@ -1,0 +1,1 @@
+"""Fixtures for the real servers some tests need (Redis, ...), registered in tests/conftest.py."""
