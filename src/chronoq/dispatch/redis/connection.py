@@ -41,9 +41,11 @@ def connect(
     *,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    name: str | None = None,
 ) -> redis.Redis:
     """A client for `url` (redis://[:password@]host[:port][/db], rediss://..., unix://path),
-    checked with a PING. A stream reader's `socket_timeout` must exceed its longest `block`."""
+    checked with a PING. A stream reader's `socket_timeout` must exceed its longest `block`;
+    `name` is what CLIENT LIST shows for its connections (e.g. the worker's id)."""
     check_url(url)
     if connect_timeout <= 0 or socket_timeout <= 0:
         raise ConfigError(
@@ -59,6 +61,7 @@ def connect(
             # is replaced at once, while a server that is down still fails within a connect
             # timeout or two.
             retry=Retry(NoBackoff(), 1),
+            client_name=name,
         )
     except ValueError as exc:
         raise InvalidDSN(f"invalid Redis URL {redact(url)!r}: {exc}") from None
