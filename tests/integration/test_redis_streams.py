@@ -112,6 +112,28 @@ def test_a_read_returns_at_most_count_and_keeps_the_rest_for_the_next(
     assert seen == [1, 2, 11, 12, 21, 22]
 
 
+def test_surplus_held_past_claim_idle_comes_back_by_xautoclaim(
+    store: RedisTimerStore, readers: Readers, redis_client: redis.Redis, redis_prefix: str
+) -> None:
+    reader = readers(claim_idle=0.2)
+    for partition in range(3):
+        _due(store, partition, partition + 1)
+    [first] = reader.read(1, 0)  # the other two wait in the reader
+    reader.ack([first])
+    later = [partition_keys(redis_prefix, p).stream("q") for p in range(3) if p + 1 != first.job_id]
+
+    def idle_ms(stream: str) -> int:
+        [entry] = redis_client.xpending_range(stream, "chronoq", "-", "+", 1)
+        return int(entry["time_since_delivered"])
+
+    wait_until(lambda: all(idle_ms(stream) >= 300 for stream in later), what="idle entries")
+    rest = reader.read(10, 0)  # dropped from the surplus, claimed again by this same reader
+    assert sorted(d.job_id for d in [first, *rest]) == [1, 2, 3]
+    for stream in later:
+        [entry] = redis_client.xpending_range(stream, "chronoq", "-", "+", 1)
+        assert entry["times_delivered"] == 2
+
+
 def test_entries_of_a_dead_consumer_are_claimed_after_claim_idle(
     store: RedisTimerStore, readers: Readers, redis_client: redis.Redis, redis_prefix: str
 ) -> None:

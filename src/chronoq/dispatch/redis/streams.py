@@ -12,12 +12,15 @@
 
 A worker reads every partition's stream of its queues in one XREADGROUP. Redis applies COUNT
 to each stream, so one read may return more than asked: the surplus waits in this reader and is
-handed out first by the next read, without a round trip. Entries stay pending until `ack`, so a
-worker that dies leaves them to the XAUTOCLAIM of its peers after `claim_idle` seconds. A stream
-entry only says "this job was due": the claim in the database (by id and token) decides who runs
-it. Acknowledge an entry once that claim has settled (claimed, gone or busy-and-re-staged), not
-when the job ends: an entry left pending through a long job would be claimed again by a peer
-after `claim_idle`, costing it one refused claim.
+handed out first by the next reads, without a round trip, for at most claim_idle (by then peers
+may have claimed it; what they did not is still pending here and comes back by XAUTOCLAIM).
+
+Entries stay pending until `ack`, so a worker that dies leaves them to the XAUTOCLAIM of its
+peers after `claim_idle` seconds. An entry only says "this job was due": the claim in the
+database (by id and token) decides who runs it. Acknowledge an entry once that claim settled it
+(claimed, or gone), not when the job ends: an entry left pending through a long job would be
+claimed again by a peer after `claim_idle`, costing it one refused claim. An entry the database
+refused as not yet due or busy is not settled: retry it, never acknowledge it away.
 
 Blocking is bounded: `block` seconds (at most the client's socket timeout less one second), so
 a worker can stop. Groups are created at start from id 0 with MKSTREAM; when Redis lost them (a
@@ -72,7 +75,7 @@ class RedisStreamReader:
         self.claim_idle = _positive(claim_idle, "claim_idle")
         self._streams = _stream_map(check_prefix(prefix), queues, partitions)
         self._stream_by_source = {source: stream for stream, source in self._streams.items()}
-        self._surplus: deque[Delivery] = deque()
+        self._surplus: deque[tuple[float, Delivery]] = deque()  # (read at, entry)
         self._claim_from = dict.fromkeys(self._streams, "0-0")
         self._next_claim = time.monotonic()  # a fresh worker looks for orphans at once
         self.ensure_groups()
@@ -95,11 +98,23 @@ class RedisStreamReader:
     def read(self, count: int, block: float) -> list[Delivery]:
         _positive(count, "count")
         block_ms = self._block_ms(block)
+        self._drop_stale_surplus()
         if not self._surplus:
-            self._surplus.extend(self._claim_orphans(count))
+            self._keep(self._claim_orphans(count))
         if not self._surplus:
-            self._surplus.extend(self._read_new(count, block_ms))
-        return [self._surplus.popleft() for _ in range(min(count, len(self._surplus)))]
+            self._keep(self._read_new(count, block_ms))
+        return [self._surplus.popleft()[1] for _ in range(min(count, len(self._surplus)))]
+
+    def _keep(self, deliveries: list[Delivery]) -> None:
+        now = time.monotonic()
+        self._surplus.extend((now, delivery) for delivery in deliveries)
+
+    def _drop_stale_surplus(self) -> None:
+        """Forget surplus entries held for claim_idle: peers may have claimed them by now, and
+        if none did, they are still pending here and the next claim round takes them back."""
+        horizon = time.monotonic() - self.claim_idle
+        while self._surplus and self._surplus[0][0] <= horizon:
+            self._surplus.popleft()
 
     def ack(self, deliveries: Sequence[Delivery]) -> None:
         by_stream: dict[str, list[str]] = {}

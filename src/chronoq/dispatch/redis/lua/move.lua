@@ -26,10 +26,12 @@ local refused = refusal(KEYS[1], number_arg(ARGV[1], 'the epoch'))
 if refused then
   return refused
 end
-local now_ms = number_arg(ARGV[2], 'now_ms')
-local limit = number_arg(ARGV[3], 'the limit')
+-- Checked as numbers, passed on as the caller's text: a Lua number would reach Redis through
+-- a floating-point format.
+number_arg(ARGV[2], 'now_ms')
+number_arg(ARGV[3], 'the limit')
 
-local due = redis.call('ZRANGE', KEYS[2], '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)
+local due = redis.call('ZRANGE', KEYS[2], '-inf', ARGV[2], 'BYSCORE', 'LIMIT', 0, ARGV[3])
 
 local moved, dropped = 0, 0
 local queues = {}
