@@ -197,16 +197,17 @@ def test_close_leaves_the_group_only_without_pending_entries(
 @pytest.mark.parametrize(
     ("count", "block", "problem"),
     [
-        (0, 1.0, "count must be a positive number"),
+        (0, 1.0, "count must be a positive integer"),
+        (2.5, 1.0, "count must be a positive integer"),
         (1, -1.0, "block must be a number of seconds of at least 0"),
         (1, 9.5, "must end 1.0s before the client's socket timeout"),
     ],
 )
 def test_bad_read_arguments_are_refused(
-    readers: Readers, count: int, block: float, problem: str
+    readers: Readers, count: float, block: float, problem: str
 ) -> None:
     with pytest.raises(ValueError, match=problem):
-        readers().read(count, block)
+        readers().read(count, block)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -96,7 +96,8 @@ class RedisStreamReader:
                     raise reply
 
     def read(self, count: int, block: float) -> list[Delivery]:
-        _positive(count, "count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"count must be a positive integer, got {count!r}")
         block_ms = self._block_ms(block)
         self._drop_stale_surplus()
         if not self._surplus:
