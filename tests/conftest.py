@@ -1,5 +1,7 @@
 """Fixtures for real stores: a SQLite file per test and a PostgreSQL database per test run.
 
+The etcd cluster (`etcd_cluster`, `etcd_prefix`) comes from tests/services/etcd.py.
+
 PostgreSQL comes from CHRONOQ_TEST_PG_DSN (default: the local server with trust auth). Without a
 reachable server, PostgreSQL tests skip locally with the reason, and fail when CI is set.
 """
@@ -17,6 +19,7 @@ import pytest
 
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlite.store import SqliteStore
+from tests.services.etcd import etcd_cluster, etcd_prefix  # noqa: F401 - fixtures for every test
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
