@@ -15,6 +15,7 @@ ChronoqError                      base of every error chronoq raises on purpose
 │   ├── NaiveDatetime             a datetime without a time zone
 │   ├── InvalidPayload            not a JSON object, or it does not fit the handler's signature
 │   └── PayloadTooLarge           the encoded payload is over the configured limit
+├── CoordinationUnavailable       the coordination service (etcd) cannot be reached
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
 ├── JobNotFound                   no job with that id
 ├── ScheduleNotFound              no schedule with that name
@@ -86,6 +87,10 @@ class InvalidPayload(EnqueueError):
 
 class PayloadTooLarge(EnqueueError):
     """The encoded payload is larger than the configured limit."""
+
+
+class CoordinationUnavailable(ChronoqError):
+    """The coordination service (etcd) cannot be reached."""
 
 
 class InvalidDuration(ChronoqError):
