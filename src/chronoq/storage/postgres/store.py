@@ -258,9 +258,6 @@ class PostgresStore(SqlStore):
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
         raise NotImplementedError  # PENDING-TIER
 
-    def tier_partitions(self, requested: int) -> int:
-        raise NotImplementedError  # PENDING-TIER
-
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()

@@ -242,9 +242,6 @@ class SqliteStore(SqlStore):
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
         raise NotImplementedError  # PENDING-TIER
 
-    def tier_partitions(self, requested: int) -> int:
-        raise NotImplementedError  # PENDING-TIER
-
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()
