@@ -23,11 +23,50 @@ while timers are staged would hand jobs to leaders that never staged them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from chronoq.core.jobs import MAX_ID, Job
 from chronoq.errors import ConfigError
+from chronoq.storage.base import IdClaim, JobLeaseRef
 
 MAX_PARTITIONS = 1024
+MIN_TOKEN = -(2**63)  # lease tokens are bigint; a token outside this range matches no job
+
+# Verdicts the adapters' SQL gives an id (SQLite's 'start' and 'skip' are acted on in Python
+# before the result is built; PostgreSQL's 'job' rows carry the started job).
+EARLY, BUSY, GONE, SKIP = "early", "busy", "gone", "skip"
 
 
 def check_partition_count(count: int) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
         raise ConfigError(f"the partition count must be from 1 to {MAX_PARTITIONS}, got {count!r}")
+
+
+def storable_refs(refs: Sequence[JobLeaseRef]) -> tuple[list[JobLeaseRef], set[int]]:
+    """The refs a database can compare, and the ids named only by others (no job has such an id
+    or token: they are gone without asking; the drivers would refuse to send them)."""
+    kept = [r for r in refs if 1 <= r.id <= MAX_ID and MIN_TOKEN <= r.lease_token <= MAX_ID]
+    kept_ids = {r.id for r in kept}
+    return kept, {r.id for r in refs if r.id not in kept_ids}
+
+
+def id_claim(
+    db_now: datetime,
+    jobs: Iterable[Job],
+    verdicts: Iterable[tuple[int, str, datetime | None]],
+    also_gone: Iterable[int] = (),
+) -> IdClaim:
+    """The `IdClaim` of started `jobs` and of (id, verdict, run_at) rows for the others."""
+    early: dict[int, datetime] = {}
+    busy: set[int] = set()
+    gone = set(also_gone)
+    for job_id, verdict, run_at in verdicts:
+        if verdict == EARLY and run_at is not None:
+            early[job_id] = run_at
+        elif verdict == BUSY:
+            busy.add(job_id)
+        elif verdict in (GONE, SKIP):
+            gone.add(job_id)
+    started = sorted(jobs, key=lambda job: job.id)
+    return IdClaim(started, dict(sorted(early.items())), sorted(busy), sorted(gone), db_now)

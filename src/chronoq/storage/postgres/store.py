@@ -53,6 +53,7 @@ from chronoq.storage.rows import (
     storable_text,
 )
 from chronoq.storage.sqlstore import Connection, SqlStore
+from chronoq.storage.tier import id_claim, storable_refs
 
 log = logging.getLogger("chronoq.storage.postgres")
 COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
@@ -252,8 +253,28 @@ class PostgresStore(SqlStore):
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
         return Claim(jobs, wakeup)
 
+    # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
+
     def job_claim_ids(self, params: JobClaimIdsParams) -> IdClaim:
-        raise NotImplementedError  # PENDING-TIER
+        refs, unstorable = storable_refs(params.refs)
+        args = {
+            "ids": [r.id for r in refs],
+            "tokens": [r.lease_token for r in refs],
+            "worker_id": params.worker_id,
+            "now": params.now,
+            "leases": Jsonb(dict(params.leases)),
+            "max_attempts": Jsonb(dict(params.max_attempts)),
+            "default_max_attempts": params.default_max_attempts,
+        }
+        with self._conn() as conn:
+            rows = conn.execute(Q["job_claim_staged"], args).fetchall()
+        verdicts = [
+            (row["given_id"], row["verdict"], row["early_run_at"])
+            for row in rows
+            if row["given_id"] is not None
+        ]
+        jobs = [job_from_row(row) for row in rows if row["verdict"] == "job"]
+        return id_claim(rows[0]["db_now"], jobs, verdicts, unstorable)
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
         raise NotImplementedError  # PENDING-TIER

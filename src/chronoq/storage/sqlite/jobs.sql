@@ -114,6 +114,37 @@ SET status = 'running',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
 RETURNING *
 
+-- name: job_claim_staged_verdicts
+-- Tiered dispatch (see job_claim_staged in the PostgreSQL queries): one verdict for each
+-- distinct id of the [id, token] pairs given. It runs in the write transaction that then starts
+-- the 'start' jobs (job_claim_ids) and skips the 'skip' ones (job_skip_ids), so nothing changes
+-- in between: SQLite's single writer stands in for SKIP LOCKED, and no job is ever busy.
+-- 'early': pending with that token in an open queue, not due yet; 'gone': anything else
+-- without a job to start (missing, not pending, another token, a paused or limited queue).
+WITH given AS (
+    SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token
+    FROM json_each(:refs)
+)
+SELECT ids.id,
+       CASE
+           WHEN j.id IS NULL
+                OR j.status <> 'pending'
+                OR NOT EXISTS (
+                    SELECT 1 FROM given AS g WHERE g.id = j.id AND g.token = j.lease_token)
+                OR coalesce(c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL, 0)
+                OR EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = j.queue)
+               THEN 'gone'
+           WHEN j.run_at > :now THEN 'early'
+           WHEN j.misfire = 'skip'
+                AND j.run_at + CAST(j.misfire_grace * 1000000 AS INTEGER) < :now
+               THEN 'skip'
+           ELSE 'start'
+       END AS verdict,
+       j.run_at
+FROM (SELECT DISTINCT id FROM given) AS ids
+LEFT JOIN chronoq_jobs AS j ON j.id = ids.id
+LEFT JOIN chronoq_queues AS c ON c.name = j.queue
+
 -- name: job_skip_ids
 UPDATE chronoq_jobs SET status = 'skipped', finished_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
