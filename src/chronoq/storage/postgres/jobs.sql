@@ -289,6 +289,61 @@ FROM clock
 LEFT JOIN verdicts ON true
 LEFT JOIN claimed ON claimed.id = verdicts.given_id
 
+-- name: job_stage_candidates
+-- Tiered dispatch: pending jobs of some partitions (a job's partition is its id modulo the
+-- count) due within the horizon, in id order after a cursor, for a leader to stage.
+--
+-- Queue by queue: pending_queues walks chronoq_jobs_next_due_idx (queue, run_at) one queue
+-- at a time (a loose index scan, one descent per queue), paused and limited queues are dropped,
+-- and each open queue's near-due jobs are one range scan of that index. A due backlog waiting
+-- in a paused or rate-limited queue is never read, and enqueues pay for no extra index. The
+-- OFFSET 0 keeps each queue's scan a scan of its own (the planner would otherwise merge it into
+-- a join it may answer by walking the primary key in id order, reading every pending row).
+--
+-- The horizon's end is computed from statement_timestamp(), not clock_timestamp(): a volatile
+-- bound cannot be an index condition, nor be estimated. Both are read at the statement's start
+-- and it returns that instant as db_now. The store runs this statement unprepared, so that it
+-- is always planned with the bound known. There is always one row, for db_now.
+WITH RECURSIVE pending_queues AS (
+    (SELECT queue FROM chronoq_jobs WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM chronoq_jobs AS j
+            WHERE j.status = 'pending' AND j.queue > p.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+),
+open_queues AS MATERIALIZED (
+    SELECT p.queue
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM chronoq_queues AS c
+          WHERE c.name = p.queue AND (c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = p.queue)
+),
+candidates AS (
+    SELECT c.id, c.lease_token, c.queue, c.run_at
+    FROM open_queues AS o
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.lease_token, j.queue, j.run_at
+        FROM chronoq_jobs AS j
+        WHERE j.status = 'pending'
+          AND j.queue = o.queue
+          AND j.run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+                          + %(horizon)s * interval '1 second'
+          AND j.id > %(after_id)s
+          AND mod(j.id, %(partition_count)s) = ANY(%(partitions)s::bigint[])
+        OFFSET 0
+    ) AS c
+    ORDER BY c.id
+    LIMIT %(limit)s
+)
+SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS db_now, candidates.*
+FROM (VALUES (1)) AS one
+LEFT JOIN candidates ON true
+ORDER BY candidates.id
+
 -- name: job_skip_ids
 UPDATE chronoq_jobs SET status = 'skipped', finished_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'

@@ -145,6 +145,41 @@ FROM (SELECT DISTINCT id FROM given) AS ids
 LEFT JOIN chronoq_jobs AS j ON j.id = ids.id
 LEFT JOIN chronoq_queues AS c ON c.name = j.queue
 
+-- name: job_stage_candidates
+-- Tiered dispatch: pending jobs of some partitions (id modulo the count) due within the
+-- horizon, in id order after a cursor. As on PostgreSQL, the open queues are found one index
+-- descent at a time (chronoq_jobs_next_due_idx) and only their near-due ranges are read, never
+-- the backlog of a paused or limited queue. INDEXED BY: without statistics (chronoq never runs
+-- ANALYZE) SQLite prefers chronoq_jobs_status_idx here, and reads every pending job.
+WITH RECURSIVE pending_queues(queue) AS (
+    SELECT (SELECT queue FROM chronoq_jobs INDEXED BY chronoq_jobs_next_due_idx
+            WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM chronoq_jobs AS j INDEXED BY chronoq_jobs_next_due_idx
+            WHERE j.status = 'pending' AND j.queue > p.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+),
+open_queues AS MATERIALIZED (
+    SELECT p.queue
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM chronoq_queues AS c
+          WHERE c.name = p.queue AND (c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = p.queue)
+)
+SELECT j.id, j.lease_token, j.queue, j.run_at
+FROM chronoq_jobs AS j INDEXED BY chronoq_jobs_next_due_idx
+WHERE j.status = 'pending'
+  AND j.queue IN (SELECT queue FROM open_queues)
+  AND j.run_at <= :now + :horizon
+  AND j.id > :after_id
+  AND j.id % :partition_count IN (SELECT value FROM json_each(:partitions))
+ORDER BY j.id
+LIMIT :limit
+
 -- name: job_skip_ids
 UPDATE chronoq_jobs SET status = 'skipped', finished_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import Claim, Job, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -55,7 +55,14 @@ from chronoq.storage.rows import (
 from chronoq.storage.sqlfile import load_dialect
 from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
 from chronoq.storage.sqlstore import Connection, SqlStore
-from chronoq.storage.tier import SKIP, id_claim, storable_refs
+from chronoq.storage.tier import (
+    SKIP,
+    check_stage_params,
+    id_claim,
+    stage_horizon_seconds,
+    staging,
+    storable_refs,
+)
 
 T = TypeVar("T")
 Q = load_dialect("chronoq.storage.sqlite")
@@ -270,7 +277,21 @@ class SqliteStore(SqlStore):
         return [_job(row) for row in claimed.fetchall()]
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
-        raise NotImplementedError  # PENDING-TIER
+        check_stage_params(params)
+        with self._read() as db:
+            now = _pinned(params.now)
+            args = {
+                "partitions": json.dumps(sorted(set(params.partitions))),
+                "partition_count": params.partition_count,
+                "horizon": int(stage_horizon_seconds(params) * 1_000_000),
+                "after_id": max(0, min(params.after_id, MAX_ID)),
+                "limit": max(0, params.limit),
+                "now": now,
+            }
+            rows = db.execute(Q["job_stage_candidates"], args).fetchall()
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return staging(db_now, rows, micros_to_datetime)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
