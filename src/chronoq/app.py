@@ -142,7 +142,9 @@ class App:
     """
 
     def __init__(self, dsn: str | None = None, *, config: Config | None = None, **settings: Any):
-        base = config or Config.load(**settings)
+        # The dsn joins the other settings before they are validated: rules across fields
+        # (tiered dispatch needs PostgreSQL) must see the store this app will use.
+        base = config or Config.load(dsn=dsn, **settings)
         self.config = base.with_dsn(dsn)
         self.observers = Observers()
         self._metrics: Metrics | None = None

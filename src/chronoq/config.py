@@ -1,4 +1,10 @@
-"""One validated, frozen configuration: explicit arguments > CHRONOQ_* environment > defaults."""
+"""One validated, frozen configuration: explicit arguments > CHRONOQ_* environment > defaults.
+
+Every field can be set as `CHRONOQ_<FIELD>` (`CHRONOQ_DISPATCH=tiered`) or passed to
+`Config.load(...)` and `App(...)`. `validated()` checks each field on its own, naming it, then the
+rules that tie fields together: tiered dispatch needs a PostgreSQL store, a Redis URL and etcd
+endpoints, and one message names everything that is missing.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from chronoq.errors import ConfigError
-from chronoq.storage.dsn import DEFAULT_DSN, store_kind
+from chronoq.storage.dsn import DEFAULT_DSN, redact, store_kind
+from chronoq.storage.tier import MAX_PARTITIONS
 
 MIB = 1024 * 1024
+DISPATCH_MODES = ("db", "tiered")
+# Staged jobs live in Redis (about 100 B each) and in each leader's timing wheel: an hour of
+# them is already a lot; a longer horizon buys nothing a re-stage every few seconds does not.
+MAX_STAGE_HORIZON = 3600.0
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +47,16 @@ class Config:
     # Signs the dashboard's session cookies. Empty: a new key at each start of `chronoq serve`
     # (a restart logs everyone out); set one shared key when several servers share the users.
     session_secret: str = field(default="", repr=False)
+    # How due jobs reach workers: "db", workers claim due rows from the store; "tiered", partition
+    # leaders (elected through etcd) stage near-due jobs into Redis and workers confirm them in
+    # PostgreSQL by id. `redis_url` may carry a password, so it stays out of the repr.
+    dispatch: str = "db"
+    redis_url: str = field(default="", repr=False)
+    etcd_endpoints: str = ""  # comma-separated http(s)://host:port
+    partitions: int = 16  # fixed by the first tiered start on a database (chronoq_tier)
+    leader_ttl: float = 5.0  # seconds an etcd lease outlives its leader's last keep-alive
+    stage_horizon: float = 60.0  # seconds ahead of the database clock that jobs are staged
+    redis_prefix: str = "chronoq"  # starts every Redis key; the partition's {hash tag} follows
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, /, **overrides: Any) -> Config:
@@ -66,10 +89,140 @@ class Config:
             "session_secret",
             "must be at least 32 characters",
         )
+        _check_tier_settings(self)
+        _check_tiered_needs(self)
         return self
+
+    def etcd_urls(self) -> list[str]:
+        """`etcd_endpoints` as a list of URLs (empty when none is set)."""
+        return (
+            [url.strip() for url in self.etcd_endpoints.split(",")] if self.etcd_endpoints else []
+        )
 
     def with_dsn(self, dsn: str | None) -> Config:
         return self if not dsn else replace(self, dsn=dsn).validated()
+
+
+def _check_tier_settings(config: Config) -> None:
+    """Each setting of tiered dispatch on its own (checked in db mode too: a typo in the
+    environment should not wait for the day tiered mode is switched on)."""
+    _check_dispatch(config.dispatch)
+    _check_redis_url(config.redis_url)
+    for position, url in enumerate(config.etcd_urls(), start=1):
+        _check_etcd_url(position, url)
+    _require(
+        1 <= config.partitions <= MAX_PARTITIONS,
+        "partitions",
+        f"must be from 1 to {MAX_PARTITIONS}, got {config.partitions}",
+    )
+    _require(
+        1 <= config.leader_ttl < math.inf,
+        "leader_ttl",
+        f"must be a finite number of seconds, at least 1, got {config.leader_ttl}",
+    )
+    _require(
+        0 < config.stage_horizon <= MAX_STAGE_HORIZON,
+        "stage_horizon",
+        f"must be more than 0 and at most {MAX_STAGE_HORIZON:g} seconds, "
+        f"got {config.stage_horizon}",
+    )
+    _check_redis_prefix(config.redis_prefix)
+
+
+def _check_dispatch(mode: str) -> None:
+    if mode in DISPATCH_MODES:
+        return
+    close = difflib.get_close_matches(mode.strip().lower(), DISPATCH_MODES, n=1, cutoff=0.7)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"setting 'dispatch' must be 'db' or 'tiered', got {mode!r}{hint}")
+
+
+def _check_redis_url(url: str) -> None:
+    """A URL redis-py can open: redis://, rediss:// (TLS) or unix://. Its password is never
+    shown back."""
+    if not url:
+        return
+    shown = redact(url)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(
+            f"setting 'redis_url' must start with redis://, rediss:// or unix://, got {shown!r}"
+        )
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError on a port that is no number from 0 to 65535
+    except ValueError:
+        raise ConfigError(f"setting 'redis_url' has an invalid port: {shown!r}") from None
+    if scheme == "unix":
+        _require(bool(parts.path), "redis_url", f"names no socket path: {shown!r}")
+    else:
+        _require(bool(parts.hostname), "redis_url", f"names no host: {shown!r}")
+        database = parts.path.strip("/")
+        _require(
+            not database or database.isdigit(),
+            "redis_url",
+            f"may end only in a database number (/0), got {shown!r}",
+        )
+
+
+def _check_etcd_url(position: int, url: str) -> None:
+    """One etcd client URL: http(s)://host:port and nothing else (credentials, paths and
+    queries have no place in an endpoint; a URL with a password is not echoed)."""
+    where = f"setting 'etcd_endpoints': entry {position}"
+    if not url:
+        raise ConfigError(f"{where} is empty; separate http(s)://host:port URLs with commas")
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"{where} ({shown!r}) has an invalid port") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} ({shown!r}) is not an http(s)://host:port URL")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"{where} ({shown!r}) must not carry credentials")
+    if port is None:
+        raise ConfigError(f"{where} ({shown!r}) names no port (etcd listens on 2379)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(f"{where} ({shown!r}) must be only scheme://host:port")
+
+
+def _check_redis_prefix(prefix: str) -> None:
+    _require(bool(prefix.strip()), "redis_prefix", "must not be empty")
+    # Redis Cluster hashes only what is inside the first {...} of a key: a brace in the prefix
+    # would move every partition's keys onto the prefix's slot, or split them across slots.
+    _require(
+        "{" not in prefix and "}" not in prefix,
+        "redis_prefix",
+        f"must not contain braces (they would break the Redis keys' hash tags), got {prefix!r}",
+    )
+    _require(
+        prefix.isprintable() and not any(char.isspace() for char in prefix),
+        "redis_prefix",
+        f"must not contain spaces or control characters, got {prefix!r}",
+    )
+
+
+def _check_tiered_needs(config: Config) -> None:
+    """Tiered dispatch: everything it lacks, named in one message."""
+    if config.dispatch != "tiered":
+        return
+    problems = []
+    if store_kind(config.dsn) == "sqlite":
+        problems.append(f"needs PostgreSQL; the dsn is SQLite ({redact(config.dsn)})")
+    missing = [
+        f"{name} (CHRONOQ_{name.upper()})"
+        for name in ("redis_url", "etcd_endpoints")
+        if not getattr(config, name)
+    ]
+    if missing:
+        problems.append(f"needs {' and '.join(missing)}, which {_is_are(missing)} not set")
+    if problems:
+        raise ConfigError("tiered dispatch " + "; it also ".join(problems))
+
+
+def _is_are(items: list[str]) -> str:
+    return "is" if len(items) == 1 else "are"
 
 
 def _coerce(name: str, kind: Any, raw: str) -> Any:

@@ -66,7 +66,7 @@ def test_migrate_is_idempotent(url: str) -> None:
 def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'new.db'}"
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {
-        "applied": ["0001_jobs", "0002_time", "0003_observe"]
+        "applied": ["0001_jobs", "0002_time", "0003_observe", "0004_tier"]
     }
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
 

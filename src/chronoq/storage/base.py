@@ -89,8 +89,10 @@ class IdClaim:
 
     `jobs`: claimed now. `early`: pending with that token but not yet due (id -> run_at): ask
     again at run_at. `busy`: locked by another transaction at this instant: ask again soon.
-    `gone`: nothing to run for this entry (no longer pending, the token moved on, its queue is
-    paused, or a `skip` misfire past its grace, now skipped): drop it."""
+    `gone`: nothing to run for this entry (missing, no longer pending, the token moved on, its
+    queue is paused or limited, or a `skip` misfire past its grace, now skipped): drop it. A
+    limited queue's jobs are left to the database claim path, which enforces the limits.
+    Each list is in id order."""
 
     jobs: list[Job]
     early: dict[int, datetime]

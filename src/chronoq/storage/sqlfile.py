@@ -17,8 +17,16 @@ from typing import LiteralString, cast
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 # session: connection set-up, migrations bookkeeping, the clock; jobs: chronoq_jobs; queues:
-# queues, key limits and their buckets; schedules: chronoq_schedules; leaders: leadership.
-DIALECT_FILES = ("session.sql", "jobs.sql", "queues.sql", "schedules.sql", "leaders.sql")
+# queues, key limits and their buckets; schedules: chronoq_schedules; leaders: leadership;
+# tier: chronoq_tier, the partition count of tiered dispatch.
+DIALECT_FILES = (
+    "session.sql",
+    "jobs.sql",
+    "queues.sql",
+    "schedules.sql",
+    "leaders.sql",
+    "tier.sql",
+)
 
 
 def load_queries(package: str, *filenames: str) -> dict[str, LiteralString]:

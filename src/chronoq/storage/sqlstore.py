@@ -11,7 +11,7 @@ arguments encoded by the dialect, and decodes the rows the same way. The stores 
   nothing on PostgreSQL, which reads its own), `_pinned()`, `_time_arg()`, `_seconds_arg()`,
   `_array()`, and back: `_time()`, `_list()`, `_job()`, `_schedule()`;
 - how a migration script runs (`_run_script()`) and is serialised (`_lock_migrations()`);
-- the methods that really differ: the claim (SKIP LOCKED against SQLite's write lock), bulk
+- the methods that really differ: the claims (SKIP LOCKED against SQLite's write lock), bulk
   inserts (COPY against executemany), finishing and heartbeats (arrays against JSON),
   LISTEN/NOTIFY against `data_version`, and leadership.
 
@@ -57,6 +57,7 @@ from chronoq.storage.rows import (
     tick_args,
 )
 from chronoq.storage.sqlfile import load_down_migrations, load_migrations
+from chronoq.storage.tier import check_partition_count
 
 
 class Connection(Protocol):
@@ -343,6 +344,19 @@ class SqlStore(ABC):
             record = record_args(name, advance, self._time_arg) | {"now": now}
             db.execute(self.Q["schedule_record"], record)
         return advance
+
+    # -- tiered dispatch --------------------------------------------------------------------
+
+    def tier_partitions(self, requested: int) -> int:
+        """The partition count of tiered dispatch: `requested` at the first call on a database,
+        the count recorded then at every later call."""
+        check_partition_count(requested)
+        with self._write() as db:
+            # Two statements, each its own transaction on PostgreSQL: the read must see what a
+            # concurrent first call committed while the insert waited for it (see tier_record).
+            db.execute(self.Q["tier_record"], {"partitions": requested, "now": self._clock()})
+            row = db.execute(self.Q["tier_get"]).fetchone()
+        return int(row["partitions"])
 
     # -- leadership -------------------------------------------------------------------------
 

@@ -199,6 +199,151 @@ SET status = 'running',
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'pending'
 RETURNING j.*
 
+-- name: job_claim_staged
+-- Tiered dispatch: a worker confirms the stream entries it read, each a job id with the lease
+-- token its leader staged it with. In one statement every distinct id gets a verdict, and each
+-- job still pending with that token, due on the database clock (read once), in a queue neither
+-- paused nor limited, starts its attempt exactly as in job_claim.
+--
+-- The rows to start are locked in id order with SKIP LOCKED. SKIP LOCKED: a row another
+-- transaction holds (a claim from the database path, a cancel, another worker confirming the
+-- same entry after a redelivery) is reported busy at once instead of waited for. Id order: two
+-- workers confirming overlapping batches, whatever order their entries arrived in, lock their
+-- common rows in the same order, so not even a lock that did wait could close a cycle.
+--
+-- Verdicts: 'job' (started; the job's columns follow), 'gone' for a `skip` misfire past its
+-- grace (now skipped, as the claim does), and for the rows not locked here, from this
+-- statement's snapshot: 'busy' (startable, but locked by another transaction, or changed by
+-- one since the snapshot: ask again), 'early' (pending with that token in an open queue, not
+-- due yet: early_run_at says when) and 'gone' (missing, not pending, another token, a paused
+-- or limited queue). A limited queue's jobs are claimed by the database path under its limits;
+-- starting them here would bypass those. There is always one row, for db_now.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+given AS MATERIALIZED (
+    SELECT DISTINCT g.id, g.token
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS g(id, token)
+),
+seen AS MATERIALIZED (
+    SELECT j.id, j.run_at, j.run_at <= clock.now AS due,
+           (j.status = 'pending'
+            AND EXISTS (SELECT 1 FROM given AS g WHERE g.id = j.id AND g.token = j.lease_token)
+            AND NOT coalesce(c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL, false)
+            AND NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = j.queue))
+               AS open
+    FROM clock, chronoq_jobs AS j
+    LEFT JOIN chronoq_queues AS c ON c.name = j.queue
+    WHERE j.id IN (SELECT id FROM given)
+),
+locked AS (
+    SELECT j.id,
+           (j.misfire = 'skip'
+            AND j.run_at + j.misfire_grace * interval '1 second' < clock.now) AS expired
+    FROM clock, chronoq_jobs AS j
+    WHERE j.id IN (SELECT id FROM seen WHERE open AND due)
+      -- Checked again on the row as it is when locked, should it have changed meanwhile.
+      AND j.status = 'pending'
+      AND j.run_at <= clock.now
+      AND EXISTS (SELECT 1 FROM given AS g WHERE g.id = j.id AND g.token = j.lease_token)
+    ORDER BY j.id
+    FOR UPDATE OF j SKIP LOCKED
+),
+claimed AS (
+UPDATE chronoq_jobs AS j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    lease_token = j.lease_token + 1,
+    worker_id = %(worker_id)s,
+    started_at = clock.now,
+    max_attempts = coalesce(
+        j.max_attempts, (%(max_attempts)s::jsonb ->> j.task)::integer, %(default_max_attempts)s),
+    lease_seconds = coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds),
+    locked_until = clock.now
+        + coalesce((%(leases)s::jsonb ->> j.task)::float8, j.lease_seconds) * interval '1 second'
+FROM locked, clock
+WHERE j.id = locked.id AND NOT locked.expired
+RETURNING j.*
+),
+skipped AS (
+    UPDATE chronoq_jobs AS j
+    SET status = 'skipped', finished_at = clock.now
+    FROM locked, clock
+    WHERE j.id = locked.id AND locked.expired
+    RETURNING j.id
+),
+verdicts AS (
+    SELECT ids.id AS given_id,
+           CASE WHEN EXISTS (SELECT 1 FROM claimed WHERE claimed.id = ids.id) THEN 'job'
+                WHEN EXISTS (SELECT 1 FROM skipped WHERE skipped.id = ids.id) THEN 'gone'
+                WHEN seen.open AND seen.due THEN 'busy'
+                WHEN seen.open THEN 'early'
+                ELSE 'gone' END AS verdict,
+           seen.run_at AS early_run_at
+    FROM (SELECT DISTINCT id FROM given) AS ids
+    LEFT JOIN seen ON seen.id = ids.id
+)
+SELECT clock.now AS db_now, verdicts.verdict, verdicts.given_id, verdicts.early_run_at,
+       claimed.*
+FROM clock
+LEFT JOIN verdicts ON true
+LEFT JOIN claimed ON claimed.id = verdicts.given_id
+
+-- name: job_stage_candidates
+-- Tiered dispatch: pending jobs of some partitions (a job's partition is its id modulo the
+-- count) due within the horizon, in id order after a cursor, for a leader to stage.
+--
+-- Queue by queue: pending_queues walks chronoq_jobs_next_due_idx (queue, run_at) one queue
+-- at a time (a loose index scan, one descent per queue), paused and limited queues are dropped,
+-- and each open queue's near-due jobs are one range scan of that index. A due backlog waiting
+-- in a paused or rate-limited queue is never read, and enqueues pay for no extra index. The
+-- OFFSET 0 keeps each queue's scan a scan of its own (the planner would otherwise merge it into
+-- a join it may answer by walking the primary key in id order, reading every pending row).
+--
+-- The horizon's end is computed from statement_timestamp(), not clock_timestamp(): a volatile
+-- bound cannot be an index condition, nor be estimated. Both are read at the statement's start
+-- and it returns that instant as db_now. The store runs this statement unprepared, so that it
+-- is always planned with the bound known. There is always one row, for db_now.
+WITH RECURSIVE pending_queues AS (
+    (SELECT queue FROM chronoq_jobs WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM chronoq_jobs AS j
+            WHERE j.status = 'pending' AND j.queue > p.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+),
+open_queues AS MATERIALIZED (
+    SELECT p.queue
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM chronoq_queues AS c
+          WHERE c.name = p.queue AND (c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = p.queue)
+),
+candidates AS (
+    SELECT c.id, c.lease_token, c.queue, c.run_at
+    FROM open_queues AS o
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.lease_token, j.queue, j.run_at
+        FROM chronoq_jobs AS j
+        WHERE j.status = 'pending'
+          AND j.queue = o.queue
+          AND j.run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+                          + %(horizon)s * interval '1 second'
+          AND j.id > %(after_id)s
+          AND mod(j.id, %(partition_count)s) = ANY(%(partitions)s::bigint[])
+        OFFSET 0
+    ) AS c
+    ORDER BY c.id
+    LIMIT %(limit)s
+)
+SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS db_now, candidates.*
+FROM (VALUES (1)) AS one
+LEFT JOIN candidates ON true
+ORDER BY candidates.id
+
 -- name: job_skip_ids
 UPDATE chronoq_jobs SET status = 'skipped', finished_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'

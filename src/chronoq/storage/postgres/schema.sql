@@ -181,3 +181,13 @@ CREATE TABLE chronoq_leaders (
     renewed_at timestamptz NOT NULL,
     expires_at timestamptz NOT NULL
 );
+
+-- Tiered dispatch: the partition count (a job's partition is its id modulo it), fixed by the
+-- first tiered start on this database. One row.
+CREATE TABLE chronoq_tier (
+    singleton  boolean     PRIMARY KEY DEFAULT true,
+    partitions integer     NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT chronoq_tier_one_row CHECK (singleton),
+    CONSTRAINT chronoq_tier_partitions_check CHECK (partitions BETWEEN 1 AND 1024)
+);

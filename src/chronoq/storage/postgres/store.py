@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import Claim, Job, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -53,6 +53,13 @@ from chronoq.storage.rows import (
     storable_text,
 )
 from chronoq.storage.sqlstore import Connection, SqlStore
+from chronoq.storage.tier import (
+    check_stage_params,
+    id_claim,
+    stage_horizon_seconds,
+    staging,
+    storable_refs,
+)
 
 log = logging.getLogger("chronoq.storage.postgres")
 COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
@@ -252,14 +259,45 @@ class PostgresStore(SqlStore):
         jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
         return Claim(jobs, wakeup)
 
+    # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
+
     def job_claim_ids(self, params: JobClaimIdsParams) -> IdClaim:
-        raise NotImplementedError  # PENDING-TIER
+        refs, unstorable = storable_refs(params.refs)
+        args = {
+            "ids": [r.id for r in refs],
+            "tokens": [r.lease_token for r in refs],
+            "worker_id": params.worker_id,
+            "now": params.now,
+            "leases": Jsonb(dict(params.leases)),
+            "max_attempts": Jsonb(dict(params.max_attempts)),
+            "default_max_attempts": params.default_max_attempts,
+        }
+        with self._conn() as conn:
+            rows = conn.execute(Q["job_claim_staged"], args).fetchall()
+        verdicts = [
+            (row["given_id"], row["verdict"], row["early_run_at"])
+            for row in rows
+            if row["given_id"] is not None
+        ]
+        jobs = [job_from_row(row) for row in rows if row["verdict"] == "job"]
+        return id_claim(rows[0]["db_now"], jobs, verdicts, unstorable)
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
-        raise NotImplementedError  # PENDING-TIER
-
-    def tier_partitions(self, requested: int) -> int:
-        raise NotImplementedError  # PENDING-TIER
+        check_stage_params(params)
+        args = {
+            "partitions": sorted(set(params.partitions)),
+            "partition_count": params.partition_count,
+            "horizon": stage_horizon_seconds(params),
+            "after_id": max(0, min(params.after_id, MAX_ID)),
+            "limit": max(0, params.limit),
+            "now": params.now,
+        }
+        with self._conn() as conn:
+            # Never prepared: after a few runs a prepared statement may switch to a generic plan,
+            # which cannot see how near the horizon's end is (the one it chose was 5 times
+            # slower with a million pending jobs, and grows with the table).
+            rows = conn.execute(Q["job_stage_candidates"], args, prepare=False).fetchall()
+        return staging(rows[0]["db_now"], rows, self._time)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:

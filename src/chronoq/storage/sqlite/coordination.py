@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from chronoq.core.jobs import Job
 from chronoq.core.ratelimit import Bucket, Candidate, ClaimPlan, KeyLimit, QueueLimits
 from chronoq.errors import ChronoqError
-from chronoq.storage.base import JobClaimParams, LeaderTerm
+from chronoq.storage.base import JobClaimIdsParams, JobClaimParams, LeaderTerm
 from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
 from chronoq.storage.sqlfile import load_dialect
 
@@ -133,7 +133,9 @@ class SqliteLimitedIO:
         return jobs
 
 
-def claim_ids_args(ids: list[int], now: int, params: JobClaimParams) -> dict[str, Any]:
+def claim_ids_args(
+    ids: list[int], now: int, params: JobClaimParams | JobClaimIdsParams
+) -> dict[str, Any]:
     """Arguments of `job_claim_ids`: start these jobs at `now` for the claiming worker."""
     return {
         "ids": json.dumps(ids),

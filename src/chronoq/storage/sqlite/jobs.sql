@@ -114,6 +114,72 @@ SET status = 'running',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
 RETURNING *
 
+-- name: job_claim_staged_verdicts
+-- Tiered dispatch (see job_claim_staged in the PostgreSQL queries): one verdict for each
+-- distinct id of the [id, token] pairs given. It runs in the write transaction that then starts
+-- the 'start' jobs (job_claim_ids) and skips the 'skip' ones (job_skip_ids), so nothing changes
+-- in between: SQLite's single writer stands in for SKIP LOCKED, and no job is ever busy.
+-- 'early': pending with that token in an open queue, not due yet; 'gone': anything else
+-- without a job to start (missing, not pending, another token, a paused or limited queue).
+WITH given AS (
+    SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token
+    FROM json_each(:refs)
+)
+SELECT ids.id,
+       CASE
+           WHEN j.id IS NULL
+                OR j.status <> 'pending'
+                OR NOT EXISTS (
+                    SELECT 1 FROM given AS g WHERE g.id = j.id AND g.token = j.lease_token)
+                OR coalesce(c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL, 0)
+                OR EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = j.queue)
+               THEN 'gone'
+           WHEN j.run_at > :now THEN 'early'
+           WHEN j.misfire = 'skip'
+                AND j.run_at + CAST(j.misfire_grace * 1000000 AS INTEGER) < :now
+               THEN 'skip'
+           ELSE 'start'
+       END AS verdict,
+       j.run_at
+FROM (SELECT DISTINCT id FROM given) AS ids
+LEFT JOIN chronoq_jobs AS j ON j.id = ids.id
+LEFT JOIN chronoq_queues AS c ON c.name = j.queue
+
+-- name: job_stage_candidates
+-- Tiered dispatch: pending jobs of some partitions (id modulo the count) due within the
+-- horizon, in id order after a cursor. As on PostgreSQL, the open queues are found one index
+-- descent at a time (chronoq_jobs_next_due_idx) and only their near-due ranges are read, never
+-- the backlog of a paused or limited queue. INDEXED BY: without statistics (chronoq never runs
+-- ANALYZE) SQLite prefers chronoq_jobs_status_idx here, and reads every pending job.
+WITH RECURSIVE pending_queues(queue) AS (
+    SELECT (SELECT queue FROM chronoq_jobs INDEXED BY chronoq_jobs_next_due_idx
+            WHERE status = 'pending' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM chronoq_jobs AS j INDEXED BY chronoq_jobs_next_due_idx
+            WHERE j.status = 'pending' AND j.queue > p.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+),
+open_queues AS MATERIALIZED (
+    SELECT p.queue
+    FROM pending_queues AS p
+    WHERE p.queue IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM chronoq_queues AS c
+          WHERE c.name = p.queue AND (c.paused OR c.rate IS NOT NULL OR c.concurrency IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = p.queue)
+)
+SELECT j.id, j.lease_token, j.queue, j.run_at
+FROM chronoq_jobs AS j INDEXED BY chronoq_jobs_next_due_idx
+WHERE j.status = 'pending'
+  AND j.queue IN (SELECT queue FROM open_queues)
+  AND j.run_at <= :now + :horizon
+  AND j.id > :after_id
+  AND j.id % :partition_count IN (SELECT value FROM json_each(:partitions))
+ORDER BY j.id
+LIMIT :limit
+
 -- name: job_skip_ids
 UPDATE chronoq_jobs SET status = 'skipped', finished_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'

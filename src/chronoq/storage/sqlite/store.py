@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import Claim, Job, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -55,6 +55,14 @@ from chronoq.storage.rows import (
 from chronoq.storage.sqlfile import load_dialect
 from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
 from chronoq.storage.sqlstore import Connection, SqlStore
+from chronoq.storage.tier import (
+    SKIP,
+    check_stage_params,
+    id_claim,
+    stage_horizon_seconds,
+    staging,
+    storable_refs,
+)
 
 T = TypeVar("T")
 Q = load_dialect("chronoq.storage.sqlite")
@@ -236,14 +244,54 @@ class SqliteStore(SqlStore):
         claimed = db.execute(Q["job_claim_ids"], claim_ids_args(ids, now, params)).fetchall()
         return [_job(row) for row in claimed]
 
+    # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
+
     def job_claim_ids(self, params: JobClaimIdsParams) -> IdClaim:
-        raise NotImplementedError  # PENDING-TIER
+        refs, unstorable = storable_refs(params.refs)
+        pairs = json.dumps([[r.id, r.lease_token] for r in refs])
+        with self._write() as db:
+            now = _pinned(params.now)  # read under the write lock, as the claim does
+            rows = db.execute(Q["job_claim_staged_verdicts"], {"refs": pairs, "now": now})
+            verdicts = [(row["id"], row["verdict"], row["run_at"]) for row in rows.fetchall()]
+            jobs = self._start_staged(db, params, verdicts, now)
+        decoded = [(job_id, kind, micros_to_datetime(run_at)) for job_id, kind, run_at in verdicts]
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return id_claim(db_now, jobs, decoded, unstorable)
+
+    def _start_staged(
+        self,
+        db: sqlite3.Connection,
+        params: JobClaimIdsParams,
+        verdicts: list[tuple[int, str, int | None]],
+        now: int,
+    ) -> list[Job]:
+        """Skip the expired misfires and start the others the verdicts allow."""
+        skip = [job_id for job_id, verdict, _ in verdicts if verdict == SKIP]
+        start = [job_id for job_id, verdict, _ in verdicts if verdict == "start"]
+        if skip:
+            db.execute(Q["job_skip_ids"], {"ids": json.dumps(skip), "now": now})
+        if not start:
+            return []
+        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(start, now, params))
+        return [_job(row) for row in claimed.fetchall()]
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
-        raise NotImplementedError  # PENDING-TIER
-
-    def tier_partitions(self, requested: int) -> int:
-        raise NotImplementedError  # PENDING-TIER
+        check_stage_params(params)
+        with self._read() as db:
+            now = _pinned(params.now)
+            args = {
+                "partitions": json.dumps(sorted(set(params.partitions))),
+                "partition_count": params.partition_count,
+                "horizon": int(stage_horizon_seconds(params) * 1_000_000),
+                "after_id": max(0, min(params.after_id, MAX_ID)),
+                "limit": max(0, params.limit),
+                "now": now,
+            }
+            rows = db.execute(Q["job_stage_candidates"], args).fetchall()
+        db_now = micros_to_datetime(now)
+        assert db_now is not None
+        return staging(db_now, rows, micros_to_datetime)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:

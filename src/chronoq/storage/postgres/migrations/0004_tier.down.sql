@@ -1,0 +1,2 @@
+-- chronoq 0004 down: forgets the partition count of tiered dispatch.
+DROP TABLE IF EXISTS chronoq_tier;
