@@ -102,6 +102,45 @@ def test_a_tick_with_no_exact_float_never_fires_a_timer_early(deadline: float) -
     assert timers.expire(due) == ["a"]
 
 
+@pytest.mark.parametrize(
+    "deadline", [0.015000000000000001, 0.030000000000000002, 1922262.9400000002]
+)
+def test_a_deadline_just_past_a_rounded_quotient_is_not_fired_at_that_boundary(
+    deadline: float,
+) -> None:
+    """deadline / 0.005 rounds to a whole number whose boundary is one ulp short of the
+    deadline: the timer belongs to the next tick."""
+    timers = TimingWheel(tick=0.005, clock=ManualClock(0.0))
+    timers.add("a", deadline)
+    short = math.nextafter(deadline, 0.0)
+    assert math.ceil(deadline / 0.005) * 0.005 == short  # the trap is really there
+    assert timers.expire(short) == []
+    assert timers.expire(deadline + 0.005) == ["a"]
+
+
+@pytest.mark.parametrize("ticks", [35, 41, 69])
+def test_now_just_short_of_a_boundary_does_not_reach_it(ticks: int) -> None:
+    """0.175 / 0.005 is 35.0, yet 35 * 0.005 is 0.17500000000000002: at 0.175 the bucket of
+    that boundary has not fallen due."""
+    boundary = ticks * 0.005
+    now = math.nextafter(boundary, 0.0)
+    assert math.floor(now / 0.005) == ticks  # the trap is really there
+    timers = TimingWheel(tick=0.005, clock=ManualClock(0.0))
+    timers.add("a", boundary)
+    assert timers.expire(now) == []
+    assert timers.expire(boundary) == ["a"]
+
+
+@pytest.mark.parametrize("now", [0.145, 0.29, 0.58])
+def test_now_on_a_boundary_whose_quotient_rounds_down_reaches_it(now: float) -> None:
+    """0.145 / 0.005 is just under 29, yet 29 * 0.005 is 0.145: the bucket is due then."""
+    assert math.floor(now / 0.005) * 0.005 < now  # the trap is really there
+    timers = TimingWheel(tick=0.005, clock=ManualClock(0.0))
+    timers.add("a", now)
+    assert timers.next_deadline() == now
+    assert timers.expire(now) == ["a"]
+
+
 def test_timers_come_out_in_tick_order_across_levels() -> None:
     timers = wheel()
     deadlines = {"overflow": 9.0, "level 1": 2.5, "level 0": 0.5, "next tick": 0.25, "far": 40.0}
