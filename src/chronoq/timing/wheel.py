@@ -295,11 +295,13 @@ class TimingWheel(Generic[K]):
         if ready and key in ready:
             del ready[key]
             return
-        level, slot = self._locate(due)
-        if level == self._levels:
-            del self._overflow[slot][key]
+        # `_locate` written out: a cancel is little more than this.
+        bits = self._bits
+        level = ((due ^ self._current).bit_length() - 1) // bits
+        if level < self._levels:
+            del self._buckets[level][(due >> (bits * level)) & self._mask][key]
         else:
-            del self._buckets[level][slot][key]
+            del self._overflow[due >> (bits * self._levels)][key]
         if due == self._earliest:
             self._earliest = None
 
@@ -340,18 +342,19 @@ class TimingWheel(Generic[K]):
     def _next_event(self) -> _Event | None:
         """The first bucket after T that holds a timer: level 0 before level 1 and so on, since
         each level only holds ticks past the span of the level below."""
-        current, bits = self._current, self._bits
-        for level in range(self._levels):
-            shift = level * bits
-            digit = (current >> shift) & self._mask
-            above = self._occupied[level] >> (digit + 1)
+        current, bits, mask, occupied = self._current, self._bits, self._mask, self._occupied
+        shift = 0
+        for level, row in enumerate(self._buckets):
+            digit = (current >> shift) & mask
+            above = occupied[level] >> (digit + 1)
             while above:
                 slot = digit + (above & -above).bit_length()
-                if self._buckets[level][slot]:
+                if row[slot]:
                     span = shift + bits
                     return ((current >> span) << span) | (slot << shift), level, slot
-                self._occupied[level] &= ~(1 << slot)  # emptied by cancels
+                occupied[level] &= ~(1 << slot)  # emptied by cancels
                 above &= above - 1
+            shift += bits
         return self._next_overflow()
 
     def _next_overflow(self) -> _Event | None:
