@@ -4,7 +4,21 @@ A partition leader of the scale-out tier holds the next seconds of its partition
 so it sleeps until a bucket falls due instead of polling Redis, and then moves that whole bucket
 at once. Adding and cancelling a timer cost O(1); expiring costs O(1) per timer that fires or
 moves down a level, plus one step per non-empty bucket passed. No threads, no I/O: the clock is
-injected (monotonic seconds by default), and every method also takes `now` from the caller.
+injected (monotonic seconds by default), and `expire` also takes `now` from the caller.
+
+```python
+wheel: TimingWheel[tuple[int, int]] = TimingWheel()  # 5 ms ticks on time.monotonic
+wheel.add((job_id, token), deadline)                 # re-adding a key moves its timer
+wheel.cancel((job_id, token))
+while running:
+    due = wheel.next_deadline()                      # None: nothing held
+    woken.wait(None if due is None else max(0.0, due - time.monotonic()))
+    for job_id, token in wheel.expire():             # every timer whose tick has ended
+        ...
+```
+
+Deadlines are on the wheel's clock: a leader turns a job's `run_at` (database time) into one,
+say `time.monotonic() + (run_at - database_now)`.
 
 Ticks, and why a timer is never early
 -------------------------------------
@@ -45,11 +59,11 @@ at.
 Float boundaries
 ----------------
 Tick k's boundary is the float `k * tick`, and the rounding is checked against it both ways: a
-timer is keyed on the first k whose boundary is at or after its deadline, and `expire(now)` goes
-to the last k whose boundary is at or before `now`. The promise "never early" therefore holds
-exactly in floats, not just up to a rounding error. It holds while tick numbers stay within
-±2**52 (713,000 years at 5 ms), where consecutive boundaries are about a tick apart: a deadline
-or a `now` beyond is refused.
+timer is keyed on ceil(deadline / tick), one more when that boundary falls short of the deadline
+in floats, and `expire(now)` goes to the last k whose boundary is at or before `now`. The
+promise "never early" therefore holds exactly in floats, not just up to a rounding error. It
+holds while tick numbers stay within ±2**52 (713,000 years at 5 ms), where consecutive
+boundaries are about a tick apart: a deadline or a `now` beyond is refused.
 """
 
 from __future__ import annotations
@@ -86,7 +100,12 @@ class TimingWheel(Generic[K]):
       tick order (a tick's timers in no particular order); each deadline is `<= now`.
     - `next_deadline() -> float | None`: when to call `expire` next: the boundary of the
       earliest timer's tick (at or after its deadline, less than a tick later), or `now` when
-      a timer is already due; None when the wheel is empty.
+      a timer is already due; None when the wheel is empty. Never before `now`, so
+      `expire(next_deadline())` is always allowed.
+
+    Time only moves on: an `expire` before the wheel's `now` raises ValueError. Settings out of
+    range raise ConfigError; a deadline that is no number raises TypeError, and one that is not
+    finite or beyond the wheel's range ValueError, leaving the wheel as it was.
     """
 
     __slots__ = (
@@ -138,7 +157,8 @@ class TimingWheel(Generic[K]):
 
     @property
     def tick(self) -> float:
-        """Seconds a tick: the batch window, and the most a timer fires after its deadline."""
+        """Seconds a tick: the batch window, and the most a timer fires after its deadline
+        when `expire` is called at `next_deadline()`."""
         return self._tick
 
     @property
@@ -234,7 +254,8 @@ class TimingWheel(Generic[K]):
     # -- ticks -----------------------------------------------------------------------------
 
     def _ceil_tick(self, deadline: float) -> int:
-        """The first tick whose boundary is at or after `deadline`."""
+        """A tick whose boundary is at or after `deadline`, less than a tick past it (the
+        first such, but for a float rounding)."""
         tick = self._tick
         try:
             k = math.ceil(deadline / tick)
