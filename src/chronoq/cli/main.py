@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from chronoq import __version__
-from chronoq.cli import admin, schedules
+from chronoq.cli import admin, schedules, tier
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -66,6 +66,7 @@ HANDLERS: dict[str, Handler] = {
     "queue limit": schedules.queue_limit,
     "queue limit-key": schedules.queue_limit_key,
     "queue unlimit-key": schedules.queue_unlimit_key,
+    "tier status": tier.tier_status,
     "stats": admin.stats,
     "demo": demo,
 }

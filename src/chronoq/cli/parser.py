@@ -20,11 +20,13 @@ MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
-    None: "migrate, worker, scheduler, serve, enqueue, jobs, dead, schedule, queue, stats, demo",
+    None: "migrate, worker, scheduler, serve, enqueue, jobs, dead, schedule, queue, tier, stats, "
+    "demo",
     "jobs": "list, show, cancel",
     "dead": "list, requeue, purge",
     "schedule": "add, list, show, pause, resume, remove, preview",
     "queue": "list, pause, resume, limit, limit-key, unlimit-key",
+    "tier": "status",
 }
 
 
@@ -215,6 +217,7 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
     _add_dead(commands, command)
     _add_schedule(commands, command)
     _add_queue(commands, command)
+    _add_tier(commands, command)
     _add_json(command(commands, "stats", "stats", "Count jobs per queue and status."))
     demo = command(commands, "demo", "demo", "Run a short live demonstration on SQLite.")
     demo.add_argument(
@@ -480,6 +483,21 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
     preview.add_argument("--count", type=preview_count, default=5, metavar="N")
     _add_renamed(preview, {"--tz": "--zone"})
     _add_json(preview)
+
+
+def _add_tier(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    tier = commands.add_parser(
+        "tier", help="Inspect tiered dispatch (partitions, leaders, Redis).", allow_abbrev=False
+    )
+    group = tier.add_subparsers(dest="tier_command", metavar="COMMAND")
+    _add_json(
+        command(
+            group,
+            "status",
+            "tier status",
+            "Per partition: leader, epoch, timers staged and due, stream length and lag.",
+        )
+    )
 
 
 def _add_queue(commands: Any, command: Callable[..., ArgumentParser]) -> None:

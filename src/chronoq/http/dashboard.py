@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from chronoq.core.cron import preview
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
+from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, StoreUnavailable
 from chronoq.http import fields
 from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
@@ -264,7 +265,8 @@ class Dashboard:
 
     def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
-        return render_page(request, viewer, "overview.html", data=data, poll_ms=POLL_MS)
+        tier = read_tier(self.ctx.app)
+        return render_page(request, viewer, "overview.html", data=data, tier=tier, poll_ms=POLL_MS)
 
     def overview_json(self, viewer: Poller) -> Response:
         return json_answer(read_overview(self.ctx.recent, self.ctx.app.store))

@@ -266,3 +266,53 @@ class JobsEnqueued(Event):
     queue: str
     task: str
     count: int
+
+
+# -- the scale-out tier -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeaderChanged(Event):
+    """`holder` began to lead `partition` (with `epoch`), or stopped (`epoch` None, `why`)."""
+
+    partition: int
+    holder: str
+    epoch: int | None
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimersStaged(Event):
+    """A leader copied pending jobs due within its horizon into its partition's timer set."""
+
+    partition: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimersMoved(Event):
+    """Due timers moved onto their queues' streams by one script call; `late` is how long
+    after the earliest of them fell due the move ran (seconds, on the database clock)."""
+
+    partition: int
+    count: int
+    late: float
+
+
+@dataclass(frozen=True, slots=True)
+class MoveRefused(Event):
+    """A fenced write of a leader was refused: `why` is "stale" (a newer epoch holds the
+    partition: this leader steps down) or "lost" (Redis has no record of the partition)."""
+
+    partition: int
+    epoch: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReconciled(Event):
+    """A leader re-staged its partition's horizon after Redis lost it, in `seconds`."""
+
+    partition: int
+    staged: int
+    seconds: float

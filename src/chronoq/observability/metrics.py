@@ -41,11 +41,13 @@ from chronoq.observability.events import (
     WriteFenced,
 )
 from chronoq.observability.recent import RecentFinished
+from chronoq.observability.tiermetrics import TierCollector, TierCounters
 from chronoq.storage.base import Overview, ScheduleAdvance
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from chronoq.dispatch.ports import PartitionStatus
     from chronoq.storage.base import JobStore
 
 log = logging.getLogger("chronoq.metrics")
@@ -104,6 +106,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         self._declare_job_metrics()
         self._declare_fleet_metrics()
+        self.tier = TierCounters(self.registry)
         self._jobs: dict[tuple[str, str], JobCounters] = {}
         self._queues: dict[str, QueueTimers] = {}
         self._fenced = {kind: self.fencing_rejections.labels(kind) for kind in FENCED_KINDS}
@@ -198,6 +201,7 @@ class Metrics:
                 LeaderChanged, lambda e: self.leader_changed(e.duty, leading=e.term is not None)
             ),
             Subscription(TicksFired, lambda e: self.schedule_advanced(e.schedule, e.advance)),
+            *self.tier.subscriptions(),
         )
 
     def _attempts_ended(self, event: AttemptsEnded) -> None:
@@ -306,6 +310,12 @@ class Metrics:
     def watch_store(self, store: Callable[[], JobStore]) -> StoreCollector:
         """Expose queue depths read from `store()` at each scrape (see StoreCollector)."""
         collector = StoreCollector(store)
+        self.registry.register(collector)
+        return collector
+
+    def watch_tier(self, statuses: Callable[[], list[PartitionStatus]]) -> TierCollector:
+        """Expose the tier's per-partition state read from Redis at each scrape."""
+        collector = TierCollector(statuses)
         self.registry.register(collector)
         return collector
 

@@ -38,6 +38,7 @@ from chronoq.storage.base import LeaderElector, LeaderTerm
 
 if TYPE_CHECKING:
     from chronoq.app import App
+    from chronoq.dispatch.tiered.leader import TierLeader
 
 log = logging.getLogger("chronoq.scheduler")
 DUTY = "scheduler"
@@ -96,8 +97,11 @@ class Scheduler:
         elector: LeaderElector | None = None,
         observers: Iterable[Observer] = (),
         holder: str | None = None,
+        tier: TierLeader | None = None,
     ) -> None:
         self.app = app
+        self._tier = tier
+        self._tier_failure: BaseException | None = None
         self.options = (options or SchedulerOptions()).validated()
         self.holder = holder or default_holder_id()
         self.events = Observers([EventLog(), *observers], app.observers)
@@ -117,8 +121,14 @@ class Scheduler:
     def is_leader(self) -> bool:
         return self.state.term is not None
 
+    @property
+    def tier(self) -> TierLeader | None:
+        return self._tier
+
     def request_stop(self) -> None:
         self._stop.set()
+        if self._tier is not None:
+            self._tier.wake()
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         if install_signal_handlers:
@@ -127,19 +137,53 @@ class Scheduler:
         elector = self._elector or self.app.store.leader_elector(
             DUTY, self.holder, self.options.leader_ttl
         )
+        tier = self._start_tier()
         log.info(
-            "scheduler %s started on %s",
+            "scheduler %s started on %s (dispatch %s)",
             self.holder,
             self.app.store.dsn_display,
+            self.app.config.dispatch,
             extra={"action": "scheduler.start", "holder": self.holder},
         )
         try:
             while not self._stop.is_set():
                 self._stop.wait(self._step(elector))
         finally:
+            if tier is not None:
+                tier.join()
             elector.close()
             if self.state.term is not None:
                 self._step_down("stopped", graceful=True)
+        if self._tier_failure is not None:
+            raise self._tier_failure
+
+    def _start_tier(self) -> threading.Thread | None:
+        """Tiered dispatch: lead partitions too, beside the leader-only services."""
+        if self._tier is None and self.app.config.dispatch == "tiered":
+            from chronoq.dispatch.tiered.wiring import open_leader
+
+            self._tier = open_leader(self.app, self.holder, self.events)
+        if self._tier is None:
+            return None
+        tier = self._tier
+        thread = threading.Thread(
+            target=self._run_tier, args=(tier,), name="chronoq-tier", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _run_tier(self, tier: TierLeader) -> None:
+        """Thread: a tier that dies stops the whole scheduler, which then raises its error,
+        so a supervisor sees a failed process, not one that quietly stopped dispatching."""
+        try:
+            tier.run(self._stop)
+        except BaseException as exc:
+            log.exception("the tier leader failed", extra={"action": "tier.failed"})
+            self._tier_failure = exc
+            self._stop.set()
+        finally:
+            tier.elector.close()
+            tier.timers.close()
 
     def _step(self, elector: LeaderElector) -> float:
         self._elect(elector)

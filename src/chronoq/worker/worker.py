@@ -160,14 +160,7 @@ class Worker:
         self.pacer = ClaimPacer(
             opts.concurrency, opts.claim_batch, opts.poll_interval, burst=opts.burst
         )
-        self.source: JobSource = source or DbJobSource(
-            app,
-            self.worker_id,
-            self.queues,
-            self.events,
-            rescue_interval=opts.rescue_interval,
-            poll_interval=opts.poll_interval,
-        )
+        self.source: JobSource = source or self._default_source()
         # The claim loop is waiting for a slot: a handler returning should wake it.
         self._waiting_for_slot = False
         self._stop_requested = False
@@ -179,6 +172,29 @@ class Worker:
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
         self.executor = Executor(app.tasks, self._handler_pool)
+
+    def _default_source(self) -> JobSource:
+        """Claims from the store, or (tiered dispatch) entries of the app's Redis Streams."""
+        opts = self.options
+        if self.app.config.dispatch != "tiered":
+            return DbJobSource(
+                self.app,
+                self.worker_id,
+                self.queues,
+                self.events,
+                rescue_interval=opts.rescue_interval,
+                poll_interval=opts.poll_interval,
+            )
+        if opts.burst:
+            raise ConfigError(
+                "burst mode drains the jobs table, which tiered workers do not read: run it "
+                "with dispatch 'db' (CHRONOQ_DISPATCH=db)"
+            )
+        from chronoq.dispatch.tiered.wiring import open_reader
+        from chronoq.worker.streamsource import StreamJobSource
+
+        reader = open_reader(self.app, self.queues, self.worker_id)
+        return StreamJobSource(self.app, self.worker_id, reader, prefetch=2 * opts.concurrency)
 
     # -- running --------------------------------------------------------------------------
 

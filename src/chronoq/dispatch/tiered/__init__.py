@@ -1,0 +1,1 @@
+"""Tiered dispatch: partition leaders move due jobs onto Redis Streams (see docs/tier.md)."""

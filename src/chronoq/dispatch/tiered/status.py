@@ -1,0 +1,92 @@
+"""What the tier looks like right now: per partition its leader and epoch (etcd), its staged and
+due timers and its streams (Redis). Read by `chronoq tier status`, the dashboard and /metrics;
+it takes no part in any election."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from chronoq.dispatch.ports import PartitionStatus
+from chronoq.errors import ChronoqError
+
+if TYPE_CHECKING:
+    from chronoq.app import App
+    from chronoq.coordination.base import PartitionLeader
+    from chronoq.dispatch.ports import TimerStore
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    partition: int
+    leader: str | None
+    epoch: int | None
+    staged: int
+    due: int
+    stream_length: int
+    stream_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class TierView:
+    dispatch: str
+    partitions: list[PartitionView]
+    schedulers: list[str]
+    # What could not be read, in words ("etcd: ...", "Redis: ..."); the rest is still shown.
+    problems: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_tier(app: App) -> TierView:
+    """The tier of `app` (empty for db dispatch); an unreachable etcd or Redis is named in
+    `problems`, not raised, so the other half is still shown."""
+    if app.config.dispatch != "tiered":
+        return TierView(app.config.dispatch, [], [], [])
+    from chronoq.dispatch.tiered.wiring import open_timer_store, partition_count, read_leaders
+
+    count = partition_count(app)
+    problems: list[str] = []
+    leaders: dict[int, PartitionLeader] = {}
+    schedulers: list[str] = []
+    try:
+        found, schedulers = read_leaders(app)
+        leaders = {leader.partition: leader for leader in found}
+    except ChronoqError as exc:
+        problems.append(f"etcd: {exc}")
+    statuses: dict[int, PartitionStatus] = {}
+    try:
+        statuses = _statuses(open_timer_store(app), count, app)
+    except ChronoqError as exc:
+        problems.append(f"Redis: {exc}")
+    views = [_view(p, leaders.get(p), statuses.get(p)) for p in range(count)]
+    return TierView("tiered", views, schedulers, problems)
+
+
+def partition_statuses(timers: TimerStore, count: int, now_ms: int) -> list[PartitionStatus]:
+    return [timers.status(partition, now_ms) for partition in range(count)]
+
+
+def _statuses(timers: TimerStore, count: int, app: App) -> dict[int, PartitionStatus]:
+    from chronoq.dispatch.tiered.dbclock import due_ms
+
+    try:
+        now_ms = due_ms(app.store.db_now())
+        return {s.partition: s for s in partition_statuses(timers, count, now_ms)}
+    finally:
+        timers.close()
+
+
+def _view(
+    partition: int, leader: PartitionLeader | None, status: PartitionStatus | None
+) -> PartitionView:
+    return PartitionView(
+        partition,
+        leader.holder if leader is not None else None,
+        leader.epoch if leader is not None else None,
+        status.staged if status else 0,
+        status.due if status else 0,
+        status.stream_length if status else 0,
+        status.stream_lag if status else 0,
+    )

@@ -1,0 +1,99 @@
+"""Builds the parts of tiered dispatch from an app's settings, with one clear error each.
+
+Everything that can be wrong with a tiered setup is found here, at start, in one line: the store
+is not PostgreSQL, Redis or etcd is missing or unreachable, the partition count differs from the
+one the store was first run with, a worker serves a queue whose limits tiered dispatch does not
+carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from chronoq.coordination.etcd import EtcdElector
+from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect
+from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
+from chronoq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from chronoq.app import App
+    from chronoq.coordination.base import PartitionLeader
+    from chronoq.observability.events import Observers
+
+
+def is_tiered(app: App) -> bool:
+    return app.config.dispatch == "tiered"
+
+
+def partition_count(app: App) -> int:
+    """The store's partition count, fixed at the first tiered start; a different setting is
+    refused rather than followed (jobs would be staged by the wrong leaders)."""
+    stored = app.store.tier_partitions(app.config.partitions)
+    if stored != app.config.partitions:
+        raise ConfigError(
+            f"the store's tiered dispatch has {stored} partitions (fixed at its first tiered "
+            f"start), but the setting 'partitions' is {app.config.partitions}: set "
+            f"CHRONOQ_PARTITIONS={stored}, or repartition offline (docs/tier.md)"
+        )
+    return stored
+
+
+def open_timer_store(app: App) -> RedisTimerStore:
+    return RedisTimerStore(connect(app.config.redis_url), prefix=app.config.redis_prefix)
+
+
+def open_leader(app: App, holder: str, events: Observers) -> TierLeader:
+    partitions = partition_count(app)
+    timers = open_timer_store(app)
+    elector = EtcdElector(
+        _endpoints(app),
+        holder,
+        partitions,
+        ttl=app.config.leader_ttl,
+        prefix=app.config.redis_prefix,
+    )
+    return TierLeader(app, elector, timers, TierOptions.from_config(app.config, partitions), events)
+
+
+def open_reader(app: App, queues: Sequence[str], consumer: str) -> RedisStreamReader:
+    check_queues(app, queues)
+    return RedisStreamReader(
+        connect(app.config.redis_url),
+        app.config.redis_prefix,
+        list(queues),
+        partition_count(app),
+        consumer,
+    )
+
+
+def check_queues(app: App, queues: Sequence[str]) -> None:
+    """Limits (rate, concurrency, per key) are enforced by the database claim only, so their
+    queues stay on it: a tiered worker refuses them rather than never running their jobs."""
+    limited = sorted(q.name for q in app.store.queue_list() if q.limited and q.name in queues)
+    if limited:
+        names = ", ".join(limited)
+        raise ConfigError(
+            f"queue {names} has limits, which tiered dispatch does not carry: serve it with a "
+            f"db-dispatch worker (CHRONOQ_DISPATCH=db chronoq worker --queue ...), and the "
+            f"other queues with tiered workers"
+        )
+
+
+def _endpoints(app: App) -> list[str]:
+    return [e.strip() for e in app.config.etcd_endpoints.split(",") if e.strip()]
+
+
+def read_leaders(app: App) -> tuple[list[PartitionLeader], list[str]]:
+    """The partitions' leaders and the live schedulers, read without campaigning."""
+    elector = EtcdElector(
+        _endpoints(app),
+        "chronoq-status-reader",
+        partition_count(app),
+        ttl=app.config.leader_ttl,
+        prefix=app.config.redis_prefix,
+    )
+    try:
+        return elector.leaders(), elector.members()
+    finally:
+        elector.close()
