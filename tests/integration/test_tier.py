@@ -19,6 +19,7 @@ from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import StaticElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
+from chronoq.dispatch.tiered.wiring import open_reader
 from chronoq.errors import ConfigError
 from chronoq.observability.events import (
     Event,
@@ -29,6 +30,8 @@ from chronoq.observability.events import (
     Subscription,
     TimersMoved,
 )
+from chronoq.worker.source import Taken
+from chronoq.worker.streamsource import StreamJobSource
 from tests.helpers import running_worker, wait_until
 
 PARTITIONS = 4
@@ -251,3 +254,64 @@ def test_tiered_dispatch_on_sqlite_is_refused(sqlite_dsn: str) -> None:
             redis_url="redis://127.0.0.1:6379/9",
             etcd_endpoints="http://127.0.0.1:2379",
         )
+
+
+class CountingStore:
+    """The real store, counting the calls that reach it."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if callable(attribute):
+            self.calls.append(name)
+        return attribute
+
+
+class CountingSource:
+    """A job source that counts the worker's takes (and passes them on)."""
+
+    def __init__(self, source: StreamJobSource) -> None:
+        self.source = source
+        self.takes = 0
+        self.changed = threading.Condition()
+
+    def start(self, wake: Callable[[], None]) -> None:
+        self.source.start(wake)
+
+    def take(self, limit: int) -> Taken:
+        taken = self.source.take(limit)
+        with self.changed:
+            self.takes += 1
+            self.changed.notify_all()
+        return taken
+
+    def give_back(self, jobs: Any) -> set[int]:
+        return self.source.give_back(jobs)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def test_an_idle_tiered_worker_sends_nothing_to_the_database(app: App, redis_url: str) -> None:
+    reader = open_reader(app, ["default"], "idle-worker")
+    source = StreamJobSource(app, "idle-worker", reader, prefetch=4, block=0.2)
+    takes = CountingSource(source)
+    worker = chronoq.Worker(app, WorkerOptions(concurrency=2, poll_interval=0.05), source=takes)
+    # Everything the worker and its source reach the database through, from here on.
+    counting = CountingStore(app.store)
+    source.store = counting  # type: ignore[assignment]
+    app._store = counting  # type: ignore[assignment]
+    thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False})
+    thread.start()
+    try:
+        with takes.changed:
+            assert takes.changed.wait_for(lambda: takes.takes >= 10, timeout=20)
+    finally:
+        calls = list(counting.calls)
+        worker.request_stop()
+        thread.join(timeout=20)
+        app._store = counting._store
+    assert calls == []

@@ -17,15 +17,16 @@ from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import EtcdElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
-from chronoq.dispatch.tiered.status import read_tier
+from chronoq.dispatch.tiered.status import read_tier, status_reader
 from chronoq.observability.events import (
     Observers,
     PartitionLeaderChanged,
     PartitionReconciled,
     TimersMoved,
 )
+from chronoq.observability.metrics import Metrics
 from tests.helpers import running_worker, wait_until
-from tests.integration.cli_support import Spawner
+from tests.integration.cli_support import Spawner, run_cli
 from tests.integration.test_tier import TierEvents, statuses
 
 PARTITIONS = 4
@@ -262,3 +263,70 @@ def test_redis_restarted_empty_reconciles_and_every_job_runs(
     _all_done_once(tier_app, first + later)
     seconds = [r.seconds for r in events.of(PartitionReconciled)]
     assert seconds and max(seconds) < TTL * 5, seconds
+
+
+def test_tier_status_shows_the_partitions_and_their_leader(
+    tier_app: App, etcd_leader: tuple[TierLeader, TierEvents]
+) -> None:
+    _, events = etcd_leader
+    wait_until(lambda: _leading(events) == set(range(PARTITIONS)), what="every partition led")
+    tier_app.enqueue("add", {"a": 1, "b": 1}, delay=timedelta(seconds=20))
+
+    def staged() -> dict[str, Any] | None:
+        result = run_cli("tier", "status", "--json")
+        assert result.code == 0, result.err
+        view: dict[str, Any] = result.json()
+        return view if sum(p["staged"] for p in view["partitions"]) == 1 else None
+
+    view = wait_until(staged, what="one staged timer in tier status")
+    assert view["dispatch"] == "tiered"
+    assert view["schedulers"] == ["in-process"]
+    assert [p["leader"] for p in view["partitions"]] == ["in-process"] * PARTITIONS
+    assert all(p["epoch"] > 0 for p in view["partitions"])
+    table = run_cli("tier", "status")
+    assert table.code == 0 and "4 partitions, 4 led" in table.out
+
+
+def test_tier_status_names_an_unreachable_etcd(
+    tier_app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHRONOQ_ETCD_ENDPOINTS", "http://127.0.0.1:1")
+    result = run_cli("tier", "status")
+    assert result.code == 1
+    assert "etcd:" in result.err and "Traceback" not in result.err
+
+
+def test_metrics_count_the_tier_and_read_its_partitions(
+    tier_app: App, etcd_cluster: Any, redis_url: str
+) -> None:
+    metrics = Metrics()
+    metrics.watch_tier(status_reader(tier_app))
+    elector = EtcdElector(
+        etcd_cluster.endpoints, "metrics", PARTITIONS, ttl=TTL, prefix=tier_app.config.redis_prefix
+    )
+    timers = RedisTimerStore(connect(redis_url), prefix=tier_app.config.redis_prefix)
+    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=TTL / 10)
+    leader = TierLeader(tier_app, elector, timers, options, Observers([metrics]))
+    stop = threading.Event()
+    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        with running_worker(tier_app, WorkerOptions(concurrency=4)):
+            ids = [tier_app.enqueue("add", {"a": n, "b": 8}).id for n in range(12)]
+            wait_until(lambda: set(statuses(tier_app, ids)) == {JobStatus.DONE}, what="done")
+    finally:
+        stop.set()
+        leader.wake()
+        thread.join(timeout=10)
+        elector.close()
+        timers.close()
+    text = metrics.render().decode()
+    moved = sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("chronoq_tier_timers_moved_total{")
+    )
+    assert moved >= 12
+    assert 'chronoq_tier_leader_changes_total{partition="0"}' in text
+    assert "chronoq_tier_up 1.0" in text
+    assert 'chronoq_tier_stream_lag{partition="3"}' in text

@@ -10,6 +10,7 @@ import uvicorn
 
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
+from chronoq.cli.worker import watch_app
 from chronoq.errors import ConfigError
 from chronoq.http.auth import TokenTable
 from chronoq.http.connections import HEADER_BYTES, KEEP_ALIVE_SECONDS, with_header_deadline
@@ -34,7 +35,7 @@ def serve(run: Invocation) -> int:
     app.store.stats()  # fail here, in one line, when the database is unreachable or unmigrated
     metrics = Metrics()
     app.metrics = metrics
-    metrics.watch_store(lambda: app.store)
+    watch_app(metrics, app)
     context = HttpContext(app, tokens, metrics)
     if app.config.session_secret:
         context.secret = app.config.session_secret

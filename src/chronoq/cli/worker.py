@@ -101,7 +101,7 @@ def serve_metrics(
     if metrics is None or port is None:
         return None
     if watch_store:
-        metrics.watch_store(lambda: app.store)
+        watch_app(metrics, app)
     bound = metrics.serve(port, host)
     log.info(
         "serving metrics on http://%s:%d/metrics",
@@ -110,6 +110,16 @@ def serve_metrics(
         extra={"action": "metrics.serve", "host": host, "port": bound},
     )
     return metrics
+
+
+def watch_app(metrics: Metrics, app: App) -> None:
+    """Queue depths read from the store at each scrape, and with tiered dispatch the state of
+    every partition read from Redis."""
+    metrics.watch_store(lambda: app.store)
+    if app.config.dispatch == "tiered":
+        from chronoq.dispatch.tiered.status import status_reader
+
+        metrics.watch_tier(status_reader(app))
 
 
 def ensure_metrics(app: App, port: int | None) -> Metrics | None:

@@ -4,6 +4,7 @@ it takes no part in any election."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -90,3 +91,19 @@ def _view(
         status.stream_length if status else 0,
         status.stream_lag if status else 0,
     )
+
+
+def status_reader(app: App) -> Callable[[], list[PartitionStatus]]:
+    """For /metrics: each call reads every partition's state from Redis (one client, kept)."""
+    from chronoq.dispatch.tiered.dbclock import due_ms
+    from chronoq.dispatch.tiered.wiring import open_timer_store, partition_count
+
+    count = partition_count(app)
+    timers: list[TimerStore] = []
+
+    def read() -> list[PartitionStatus]:
+        if not timers:
+            timers.append(open_timer_store(app))
+        return partition_statuses(timers[0], count, due_ms(app.store.db_now()))
+
+    return read
