@@ -11,7 +11,8 @@ clock at the move minus the earliest timer moved) comes from its `TimersMoved` e
 Each mode runs on a fresh database and a flushed Redis database (CHRONOQ_BENCH_REDIS, default
 db 14), the two modes interleaved `--repeats` times in one session.
 
-    .venv/bin/python -m bench.tier_lateness [--jobs 2000] [--spread 5] [--repeats 3] [--json out.json]
+    .venv/bin/python -m bench.tier_lateness [--jobs 2000] [--spread 5] [--repeats 3]
+                                            [--json out.json]
 """
 
 from __future__ import annotations
@@ -101,14 +102,13 @@ def run_once(settings: Settings, mode: str, jobs: int, spread: float) -> dict[st
     app = make_app(target.pg_dsn, settings.redis_url, mode)
     moves = MoveLateness()
     try:
-        with leader(app, settings.redis_url, moves) if mode == "tiered" else _nothing():
-            with worker(app):
-                specs = [
-                    JobSpec("noop", delay=timedelta(seconds=1 + spread * n / jobs))
-                    for n in range(jobs)
-                ]
-                app.enqueue_many(specs)
-                _wait_done(app, jobs, timeout=spread + 60)
+        tier = leader(app, settings.redis_url, moves) if mode == "tiered" else _nothing()
+        with tier, worker(app):
+            specs = [
+                JobSpec("noop", delay=timedelta(seconds=1 + spread * n / jobs)) for n in range(jobs)
+            ]
+            app.enqueue_many(specs)
+            _wait_done(app, jobs, timeout=spread + 60)
         late = _lateness(app)
     finally:
         app.close()
