@@ -11,7 +11,7 @@ clock at the move minus the earliest timer moved) comes from its `TimersMoved` e
 Each mode runs on a fresh database and a flushed Redis database (CHRONOQ_BENCH_REDIS, default
 db 14), the two modes interleaved `--repeats` times in one session.
 
-    .venv/bin/python -m bench.tier_lateness [--jobs 2000] [--spread 5] [--repeats 3]
+    .venv/bin/python -m bench.tier_lateness [--jobs 2000] [--spread 5] [--horizon 30] [--repeats 3]
                                             [--json out.json]
 """
 
@@ -49,14 +49,14 @@ class MoveLateness:
         return [Subscription(TimersMoved, lambda e: self.late.append(e.late))]
 
 
-def make_app(dsn: str, redis_url: str, mode: str) -> App:
+def make_app(dsn: str, redis_url: str, mode: str, horizon: float) -> App:
     settings: dict[str, Any] = {"dispatch": mode}
     if mode == "tiered":
         settings |= {
             "redis_url": redis_url,
             "etcd_endpoints": "http://127.0.0.1:2379",  # unused: the static elector leads
             "partitions": PARTITIONS,
-            "stage_horizon": 30.0,
+            "stage_horizon": horizon,
         }
     app = App(dsn, **settings)
 
@@ -71,7 +71,8 @@ def make_app(dsn: str, redis_url: str, mode: str) -> App:
 @contextmanager
 def leader(app: App, redis_url: str, moves: MoveLateness) -> Iterator[None]:
     timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
-    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.1)
+    horizon = app.config.stage_horizon
+    options = TierOptions(partitions=PARTITIONS, horizon=horizon, step_interval=0.1)
     tier = TierLeader(app, StaticElector("bench", PARTITIONS), timers, options, Observers([moves]))
     stop = threading.Event()
     thread = threading.Thread(target=tier.run, args=(stop,), daemon=True)
@@ -97,9 +98,11 @@ def worker(app: App) -> Iterator[None]:
         thread.join(timeout=30)
 
 
-def run_once(settings: Settings, mode: str, jobs: int, spread: float) -> dict[str, Any]:
+def run_once(
+    settings: Settings, mode: str, jobs: int, spread: float, horizon: float
+) -> dict[str, Any]:
     target = fresh_environment(settings)
-    app = make_app(target.pg_dsn, settings.redis_url, mode)
+    app = make_app(target.pg_dsn, settings.redis_url, mode, horizon)
     moves = MoveLateness()
     try:
         tier = leader(app, settings.redis_url, moves) if mode == "tiered" else _nothing()
@@ -112,7 +115,9 @@ def run_once(settings: Settings, mode: str, jobs: int, spread: float) -> dict[st
         late = _lateness(app)
     finally:
         app.close()
-    row: dict[str, Any] = {"mode": mode, "jobs": jobs, **latency_stats(late)}
+    row: dict[str, Any] = {"mode": mode, "jobs": jobs, "spread_s": spread, **latency_stats(late)}
+    if mode == "tiered":
+        row["horizon_s"] = horizon
     if moves.late:
         row["move"] = latency_stats(moves.late)
     return row
@@ -150,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--spread", type=float, default=5.0)
+    parser.add_argument("--horizon", type=float, default=30.0, help="stage_horizon, seconds")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -164,7 +170,9 @@ def main() -> None:
     rows = []
     for repeat in range(args.repeats):
         for mode in ("db", "tiered"):
-            row = run_once(settings, mode, args.jobs, args.spread) | {"run": repeat + 1}
+            row = run_once(settings, mode, args.jobs, args.spread, args.horizon) | {
+                "run": repeat + 1
+            }
             print(json.dumps(row))
             rows.append(row)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count()}

@@ -130,8 +130,13 @@ class TierLeader:
         self.partitions: dict[int, _Partition] = {}
         self._known: dict[int, _Known] = {}
         self._high_water = 0
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # the mover: something may be due sooner
+        self._stage_now = threading.Event()  # the stager: new jobs, or a partition to stage
         self._notified = threading.Event()
+        # The stager and the mover share the wheel, the known jobs and the partitions; each
+        # holds the lock only for its bookkeeping, never across a PostgreSQL round trip.
+        self._lock = threading.RLock()
+        self._failure: BaseException | None = None
         self._next_step = 0.0
         self._next_full = 0.0
 
@@ -139,51 +144,79 @@ class TierLeader:
     def holder(self) -> str:
         return self.elector.holder
 
-    # -- the loop -------------------------------------------------------------------------
+    # -- the loops ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        listener = threading.Thread(
-            target=self._listen, args=(stop,), name="chronoq-tier-listen", daemon=True
-        )
-        listener.start()
+        """Lead until `stop` is set: this thread elects and moves; a second stages (reading
+        the horizon must never hold up a move); a third listens for new jobs."""
+        helpers = [
+            threading.Thread(target=self._listen, args=(stop,), name="chronoq-tier-listen"),
+            threading.Thread(target=self._stage_loop, args=(stop,), name="chronoq-tier-stage"),
+        ]
+        for helper in helpers:
+            helper.daemon = True
+            helper.start()
         try:
             while not stop.is_set():
                 self.run_once()
                 self._wake.wait(self._until_next())
                 self._wake.clear()
         finally:
-            self._wake.set()
-            self._step_down_all("stopped")
-            listener.join(timeout=2.0)
+            stop.set()
+            self._stage_now.set()
+            for helper in helpers:
+                helper.join(timeout=5.0)
+            with self._lock:
+                self._step_down_all("stopped")
+        if self._failure is not None:
+            raise self._failure
 
     def run_once(self) -> None:
-        """One turn: leadership when its time has come, staging, moving what is due."""
+        """One turn of the mover: leadership when its time has come, then what is due."""
         now = self._monotonic()
         if now >= self._next_step:
             self._next_step = now + self.options.step_interval
             self._lead()
-        if self._acting():
-            if self._monotonic() >= self._next_full:
-                self._next_full = self._monotonic() + self.options.stage_interval
-                self._notified.clear()
-                self._stage(full=True)
-            elif self._notified.is_set():
-                self._notified.clear()
-                self._stage(full=False)
-            self._move_due()
-            self._trim_due()
+        with self._lock:
+            if self._acting():
+                self._move_due()
+                self._trim_due()
 
     def wake(self) -> None:
         self._wake.set()
+        self._stage_now.set()
 
     def _until_next(self) -> float:
         moments = [self._next_step]
-        if self._acting():
-            moments.append(self._next_full)
-            deadline = self.wheel.next_deadline()
-            if deadline is not None:
-                moments.append(deadline)
+        with self._lock:
+            deadline = self.wheel.next_deadline() if self._acting() else None
+        if deadline is not None:
+            moments.append(deadline)
         return max(0.0, min(moments) - self._monotonic())
+
+    def _stage_loop(self, stop: threading.Event) -> None:
+        """Thread: a full pass over the horizon every stage_interval, the new jobs at once."""
+        try:
+            while not stop.is_set():
+                self._stage_now.wait(max(0.0, self._next_full - self._monotonic()))
+                self._stage_now.clear()
+                if stop.is_set():
+                    return
+                self.stage_once()
+        except BaseException as exc:
+            log.exception("the tier stager failed", extra={"action": "tier.failed"})
+            self._failure = exc
+            stop.set()
+            self._wake.set()
+
+    def stage_once(self) -> None:
+        if self._monotonic() >= self._next_full:
+            self._next_full = self._monotonic() + self.options.stage_interval
+            self._notified.clear()
+            self._stage(full=True)
+        elif self._notified.is_set():
+            self._notified.clear()
+            self._stage(full=False)
 
     def _listen(self, stop: threading.Event) -> None:
         """Thread: a job became pending somewhere; stage the new ones now, not at the pass."""
@@ -198,7 +231,7 @@ class TierLeader:
                 while not stop.is_set():
                     if listener.wait(0.5):
                         self._notified.set()
-                        self._wake.set()
+                        self._stage_now.set()
             except ChronoqError as exc:
                 log.warning("tier leader lost its change listener: %s", exc)
             finally:
@@ -208,6 +241,10 @@ class TierLeader:
 
     def _lead(self) -> None:
         granted = self.elector.step()
+        with self._lock:
+            self._apply(granted)
+
+    def _apply(self, granted: dict[int, Leadership]) -> None:
         for number in list(self.partitions):
             lead = granted.get(number)
             if lead is None:
@@ -231,6 +268,7 @@ class TierLeader:
         part.fenced = not takeover.accepted
         self.partitions[lead.partition] = part
         self._next_full = 0.0  # stage its whole horizon at once
+        self._stage_now.set()
         self.events.emit(PartitionLeaderChanged(lead.partition, self.holder, lead.epoch))
         log.info(
             "leading partition %d (epoch %d)",
@@ -285,11 +323,12 @@ class TierLeader:
     # -- staging --------------------------------------------------------------------------
 
     def _stage(self, *, full: bool) -> None:
-        acting = {p.number: p for p in self._acting()}
+        with self._lock:
+            acting = {p.number: p for p in self._acting()}
+            cursor = 0 if full else self._high_water
         if not acting:
             return
         seen: set[int] = set()
-        cursor = 0 if full else self._high_water
         while True:
             rows = self._candidates(sorted(acting), cursor)
             if rows is None:
@@ -299,7 +338,8 @@ class TierLeader:
                 break
             cursor = rows[-1].id
         if full:
-            self._prune(acting.values(), seen)
+            with self._lock:
+                self._prune([p for p in acting.values() if self._still_leads(p)], seen)
 
     def _candidates(self, partitions: Sequence[int], after_id: int) -> list[StageRow] | None:
         params = JobStageParams(
@@ -323,15 +363,16 @@ class TierLeader:
     ) -> None:
         now = self._monotonic()
         batches: dict[int, list[Timer]] = {}
-        for row in rows:
-            seen.add(row.id)
-            self._high_water = max(self._high_water, row.id)
-            number = row.id % self.options.partitions
-            if number not in acting or not self._wants_staging(row, now):
-                continue
-            batches.setdefault(number, []).append(
-                Timer(row.id, row.lease_token, row.queue, due_ms(row.run_at))
-            )
+        with self._lock:
+            for row in rows:
+                seen.add(row.id)
+                self._high_water = max(self._high_water, row.id)
+                number = row.id % self.options.partitions
+                if number not in acting or not self._wants_staging(row, now):
+                    continue
+                batches.setdefault(number, []).append(
+                    Timer(row.id, row.lease_token, row.queue, due_ms(row.run_at))
+                )
         for number, timers in batches.items():
             self._stage_timers(acting[number], timers)
 
@@ -344,22 +385,34 @@ class TierLeader:
         return now - known.moved_at >= self.options.restage_after
 
     def _stage_timers(self, part: _Partition, timers: list[Timer]) -> None:
+        """Into Redis first, then into the wheel: a timer the wheel holds is in Redis."""
         try:
             self.timers.stage(part.number, part.epoch, timers)
         except StaleEpoch:
-            self._refused(part, "stale")
+            with self._lock:
+                if self._still_leads(part):
+                    self._refused(part, "stale")
             return
         except PartitionLost:
-            self._lost(part)
+            with self._lock:
+                if self._still_leads(part):
+                    self._lost(part)
             return
         except ChronoqError as exc:
             log.warning("cannot stage partition %d: %s", part.number, exc)
             return
-        for timer in timers:
-            self._remember(part, timer)
-        if part.lost_at is not None:
-            part.staged_since_lost += len(timers)
+        with self._lock:
+            if not self._still_leads(part):
+                return  # stepped down meanwhile: the next leader stages them again
+            for timer in timers:
+                self._remember(part, timer)
+            if part.lost_at is not None:
+                part.staged_since_lost += len(timers)
         self.events.emit(TimersStaged(part.number, len(timers)))
+        self._wake.set()
+
+    def _still_leads(self, part: _Partition) -> bool:
+        return self.partitions.get(part.number) is part and not part.fenced
 
     def _remember(self, part: _Partition, timer: Timer) -> None:
         old = self._known.get(timer.job_id)
@@ -457,7 +510,7 @@ class TierLeader:
             self._refused(part, "stale")
             return
         self._next_full = 0.0
-        self._wake.set()
+        self._stage_now.set()
 
     def _reconciled(self, part: _Partition) -> None:
         assert part.lost_at is not None

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from chronoq.app import App
     from chronoq.coordination.base import PartitionLeader
     from chronoq.observability.events import Observers
+    from chronoq.storage.base import QueueLimitParams
 
 
 def is_tiered(app: App) -> bool:
@@ -70,7 +71,10 @@ def open_reader(app: App, queues: Sequence[str], consumer: str) -> RedisStreamRe
 def check_queues(app: App, queues: Sequence[str]) -> None:
     """Limits (rate, concurrency, per key) are enforced by the database claim only, so their
     queues stay on it: a tiered worker refuses them rather than never running their jobs."""
-    limited = sorted(q.name for q in app.store.queue_list() if q.limited and q.name in queues)
+    stored = {q.name for q in app.store.queue_list() if q.limited}
+    declared = {name for name, limit in app.limits.items() if _limits(limit)}
+    declared |= {queue for queue, _ in app.key_limits}
+    limited = sorted((stored | declared) & set(queues))
     if limited:
         names = ", ".join(limited)
         raise ConfigError(
@@ -97,3 +101,7 @@ def read_leaders(app: App) -> tuple[list[PartitionLeader], list[str]]:
         return elector.leaders(), elector.members()
     finally:
         elector.close()
+
+
+def _limits(limit: QueueLimitParams) -> bool:
+    return limit.rate is not None or limit.concurrency is not None
