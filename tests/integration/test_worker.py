@@ -16,20 +16,37 @@ import chronoq.testing
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobRescueParams
 from tests.helpers import running_worker, wait_until
+from tests.services.tier import leading, tiered_app
 
 FAST = chronoq.Backoff(base=0.01, cap=0.02)
 
 
 def burst(app: chronoq.App, **options: Any) -> chronoq.WorkerStats:
+    no_burst_when_tiered(app)
     return chronoq.Worker(app, chronoq.WorkerOptions(burst=True, **options)).run(
         install_signal_handlers=False
     )
 
 
-@pytest.fixture
-def app(dsn: str) -> Any:
-    with chronoq.App(dsn) as application:
+@pytest.fixture(params=["sqlite", "postgres", "tiered"])
+def app(request: pytest.FixtureRequest) -> Any:
+    """Each store with db dispatch, and PostgreSQL with tiered dispatch (a partition leader
+    moves the jobs onto Redis Streams, the worker reads them)."""
+    if request.param != "tiered":
+        with chronoq.App(request.getfixturevalue(f"{request.param}_dsn")) as application:
+            yield application
+        return
+    redis_url = request.getfixturevalue("redis_url")
+    application = tiered_app(
+        request.getfixturevalue("pg_dsn"), redis_url, request.getfixturevalue("redis_prefix")
+    )
+    with application, leading(application, redis_url):
         yield application
+
+
+def no_burst_when_tiered(app: chronoq.App) -> None:
+    if app.config.dispatch == "tiered":
+        pytest.skip("burst mode drains the jobs table; tiered workers refuse it")
 
 
 def test_sync_and_async_handlers_run_with_their_payload(app: chronoq.App) -> None:

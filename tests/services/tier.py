@@ -1,0 +1,57 @@
+"""A tiered app for the worker suite: the same tests run with jobs moved through Redis Streams
+by a partition leader in the test process (leadership from the static elector)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from chronoq import App
+from chronoq.coordination import StaticElector
+from chronoq.dispatch.redis import RedisTimerStore, connect
+from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
+from chronoq.observability.events import Observers
+
+PARTITIONS = 4
+
+
+def tiered_app(pg_dsn: str, redis_url: str, prefix: str) -> App:
+    return App(
+        dsn=pg_dsn,
+        dispatch="tiered",
+        redis_url=redis_url,
+        # Never reached: the leader of these tests is elected by the static elector.
+        etcd_endpoints="http://127.0.0.1:2379",
+        redis_prefix=prefix,
+        partitions=PARTITIONS,
+    )
+
+
+@contextmanager
+def leading(app: App, redis_url: str) -> Iterator[TierLeader]:
+    """A partition leader of every partition of `app` on a thread, until the block ends."""
+    timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
+    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.05)
+    leader = TierLeader(app, StaticElector("test-leader", PARTITIONS), timers, options, Observers())
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            leader.run(stop)
+        except BaseException as exc:  # surfaced to the test below
+            failures.append(exc)
+
+    thread = threading.Thread(target=target, name="test-tier-leader", daemon=True)
+    thread.start()
+    try:
+        yield leader
+    finally:
+        stop.set()
+        leader.wake()
+        thread.join(timeout=10)
+        timers.close()
+        assert not thread.is_alive(), "tier leader did not stop"
+        if failures:
+            raise failures[0]
