@@ -4,7 +4,8 @@ A partition leader of the scale-out tier holds the next seconds of its partition
 so it sleeps until a bucket falls due instead of polling Redis, and then moves that whole bucket
 at once. Adding and cancelling a timer cost O(1); expiring costs O(1) per timer that fires or
 moves down a level, plus one step per non-empty bucket passed. No threads, no I/O: the clock is
-injected (monotonic seconds by default), and `expire` also takes `now` from the caller.
+injected (monotonic seconds by default), and `expire` also takes `now` from the caller. No locks
+either: threads that share a wheel hold one lock around every call.
 
 ```python
 wheel: TimingWheel[tuple[int, int]] = TimingWheel()  # 5 ms ticks on time.monotonic
