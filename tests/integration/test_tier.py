@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,13 +18,12 @@ import chronoq
 from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import StaticElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
+from chronoq.dispatch.tiered.leader import TierLeader
 from chronoq.dispatch.tiered.wiring import open_reader
 from chronoq.errors import ConfigError
 from chronoq.observability.events import (
     Event,
     MoveRefused,
-    Observers,
     PartitionLeaderChanged,
     PartitionReconciled,
     Subscription,
@@ -33,8 +32,8 @@ from chronoq.observability.events import (
 from chronoq.worker.source import Taken
 from chronoq.worker.streamsource import StreamJobSource
 from tests.helpers import running_worker, wait_until
-
-PARTITIONS = 4
+from tests.services.tier import PARTITIONS, leading
+from tests.services.tier import tiered_app as bare_tiered_app
 
 
 @dataclass
@@ -63,15 +62,7 @@ class TierEvents:
 
 
 def tiered_app(pg_dsn: str, redis_url: str, prefix: str) -> App:
-    app = App(
-        dsn=pg_dsn,
-        dispatch="tiered",
-        redis_url=redis_url,
-        # The workers of these tests never reach etcd: their leader is the static elector.
-        etcd_endpoints="http://127.0.0.1:2379",
-        redis_prefix=prefix,
-        partitions=PARTITIONS,
-    )
+    app = bare_tiered_app(pg_dsn, redis_url, prefix)
 
     @app.task(lease=5.0)
     def add(a: int, b: int) -> int:
@@ -96,38 +87,10 @@ def app(pg_dsn: str, redis_url: str, redis_prefix: str) -> Iterator[App]:
     opened.close()
 
 
-@contextmanager
 def running_leader(
-    app: App,
-    elector: StaticElector,
-    redis_url: str,
-    events: TierEvents,
-    **options: Any,
-) -> Iterator[TierLeader]:
-    timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
-    settings = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.05, **options)
-    leader = TierLeader(app, elector, timers, settings, Observers([events]))
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            leader.run(stop)
-        except BaseException as exc:
-            failures.append(exc)
-
-    thread = threading.Thread(target=target, name="test-tier-leader", daemon=True)
-    thread.start()
-    try:
-        yield leader
-    finally:
-        stop.set()
-        leader.wake()
-        thread.join(timeout=10)
-        timers.close()
-        assert not thread.is_alive(), "tier leader did not stop"
-        if failures:
-            raise failures[0]
+    app: App, elector: StaticElector, redis_url: str, events: TierEvents
+) -> AbstractContextManager[TierLeader]:
+    return leading(app, redis_url, elector, [events])
 
 
 def statuses(app: App, ids: list[int]) -> list[JobStatus]:

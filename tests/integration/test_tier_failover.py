@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -15,11 +14,9 @@ import pytest
 
 from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import EtcdElector
-from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
+from chronoq.dispatch.tiered.leader import TierLeader
 from chronoq.dispatch.tiered.status import read_tier, status_reader
 from chronoq.observability.events import (
-    Observers,
     PartitionLeaderChanged,
     PartitionReconciled,
     TimersMoved,
@@ -28,6 +25,7 @@ from chronoq.observability.metrics import Metrics
 from tests.helpers import running_worker, wait_until
 from tests.integration.cli_support import Spawner, run_cli
 from tests.integration.test_tier import TierEvents, statuses
+from tests.services.tier import leading
 
 PARTITIONS = 4
 TTL = 2.0
@@ -155,27 +153,15 @@ def etcd_leader(
 ) -> Iterator[tuple[TierLeader, TierEvents]]:
     """A tier leader in this process, elected in etcd (so the test can watch its events)."""
     events = TierEvents(kinds=(TimersMoved, PartitionLeaderChanged, PartitionReconciled))
-    elector = EtcdElector(
-        etcd_cluster.endpoints,
-        "in-process",
-        PARTITIONS,
-        ttl=TTL,
-        prefix=tier_app.config.redis_prefix,
-    )
-    timers = RedisTimerStore(connect(redis_url), prefix=tier_app.config.redis_prefix)
-    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=TTL / 10)
-    leader = TierLeader(tier_app, elector, timers, options, Observers([events]))
-    stop = threading.Event()
-    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    elector = etcd_elector(tier_app, etcd_cluster)
+    with leading(tier_app, redis_url, elector, [events], TTL / 10) as leader:
         yield leader, events
-    finally:
-        stop.set()
-        leader.wake()
-        thread.join(timeout=10)
-        elector.close()
-        timers.close()
+
+
+def etcd_elector(app: App, etcd_cluster: Any, holder: str = "in-process") -> EtcdElector:
+    return EtcdElector(
+        etcd_cluster.endpoints, holder, PARTITIONS, ttl=TTL, prefix=app.config.redis_prefix
+    )
 
 
 def _leading(events: TierEvents) -> set[int]:
@@ -225,25 +211,8 @@ def test_redis_restarted_empty_reconciles_and_every_job_runs(
 ) -> None:
     tier_app.config = tier_app.config.__class__.load(redis_url=private_redis.url)
     events = TierEvents(kinds=(TimersMoved, PartitionReconciled))
-    timers = RedisTimerStore(connect(private_redis.url), prefix=tier_app.config.redis_prefix)
-    elector = EtcdElector(
-        etcd_cluster.endpoints,
-        "in-process",
-        PARTITIONS,
-        ttl=TTL,
-        prefix=tier_app.config.redis_prefix,
-    )
-    leader = TierLeader(
-        tier_app,
-        elector,
-        timers,
-        TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=TTL / 10),
-        Observers([events]),
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    elector = etcd_elector(tier_app, etcd_cluster)
+    with leading(tier_app, private_redis.url, elector, [events], TTL / 10):
         with running_worker(tier_app, WorkerOptions(concurrency=8)):
             first = [tier_app.enqueue("add", {"a": n, "b": 6}).id for n in range(20)]
             wait_until(lambda: set(statuses(tier_app, first)) == {JobStatus.DONE}, what="first")
@@ -254,12 +223,6 @@ def test_redis_restarted_empty_reconciles_and_every_job_runs(
             private_redis.restart()
             wait_until(lambda: set(statuses(tier_app, later)) == {JobStatus.DONE}, what="later")
         events.wait_for(lambda: bool(events.of(PartitionReconciled)))
-    finally:
-        stop.set()
-        leader.wake()
-        thread.join(timeout=10)
-        elector.close()
-        timers.close()
     _all_done_once(tier_app, first + later)
     seconds = [r.seconds for r in events.of(PartitionReconciled)]
     assert seconds and max(seconds) < TTL * 5, seconds
@@ -301,25 +264,13 @@ def test_metrics_count_the_tier_and_read_its_partitions(
 ) -> None:
     metrics = Metrics()
     metrics.watch_tier(status_reader(tier_app))
-    elector = EtcdElector(
-        etcd_cluster.endpoints, "metrics", PARTITIONS, ttl=TTL, prefix=tier_app.config.redis_prefix
-    )
-    timers = RedisTimerStore(connect(redis_url), prefix=tier_app.config.redis_prefix)
-    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=TTL / 10)
-    leader = TierLeader(tier_app, elector, timers, options, Observers([metrics]))
-    stop = threading.Event()
-    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        with running_worker(tier_app, WorkerOptions(concurrency=4)):
-            ids = [tier_app.enqueue("add", {"a": n, "b": 8}).id for n in range(12)]
-            wait_until(lambda: set(statuses(tier_app, ids)) == {JobStatus.DONE}, what="done")
-    finally:
-        stop.set()
-        leader.wake()
-        thread.join(timeout=10)
-        elector.close()
-        timers.close()
+    elector = etcd_elector(tier_app, etcd_cluster, "metrics")
+    with (
+        leading(tier_app, redis_url, elector, [metrics], TTL / 10),
+        running_worker(tier_app, WorkerOptions(concurrency=4)),
+    ):
+        ids = [tier_app.enqueue("add", {"a": n, "b": 8}).id for n in range(12)]
+        wait_until(lambda: set(statuses(tier_app, ids)) == {JobStatus.DONE}, what="done")
     text = metrics.render().decode()
     moved = sum(
         float(line.split()[-1])

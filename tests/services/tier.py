@@ -4,14 +4,14 @@ by a partition leader in the test process (leadership from the static elector)."
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from chronoq import App
-from chronoq.coordination import StaticElector
+from chronoq.coordination import PartitionElector, StaticElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
-from chronoq.observability.events import Observers
+from chronoq.observability.events import Observer, Observers
 
 PARTITIONS = 4
 
@@ -29,11 +29,21 @@ def tiered_app(pg_dsn: str, redis_url: str, prefix: str) -> App:
 
 
 @contextmanager
-def leading(app: App, redis_url: str) -> Iterator[TierLeader]:
-    """A partition leader of every partition of `app` on a thread, until the block ends."""
+def leading(
+    app: App,
+    redis_url: str,
+    elector: PartitionElector | None = None,
+    observers: Iterable[Observer] = (),
+    step_interval: float = 0.05,
+) -> Iterator[TierLeader]:
+    """A partition leader for `app` on a thread until the block ends, elected by `elector`
+    (default: the static elector, leading every partition); its events go to `observers`."""
     timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
-    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.05)
-    leader = TierLeader(app, StaticElector("test-leader", PARTITIONS), timers, options, Observers())
+    options = TierOptions(
+        partitions=app.config.partitions, horizon=30.0, step_interval=step_interval
+    )
+    chosen = elector or StaticElector("test-leader", app.config.partitions)
+    leader = TierLeader(app, chosen, timers, options, Observers(observers))
     stop = threading.Event()
     failures: list[BaseException] = []
 
@@ -51,6 +61,7 @@ def leading(app: App, redis_url: str) -> Iterator[TierLeader]:
         stop.set()
         leader.wake()
         thread.join(timeout=10)
+        chosen.close()
         timers.close()
         assert not thread.is_alive(), "tier leader did not stop"
         if failures:
