@@ -281,3 +281,35 @@ def test_metrics_count_the_tier_and_read_its_partitions(
     assert 'chronoq_tier_leader_changes_total{partition="0"}' in text
     assert "chronoq_tier_up 1.0" in text
     assert 'chronoq_tier_stream_lag{partition="3"}' in text
+
+
+def _one_line_failure(spawner: Spawner, process: Any) -> str:
+    assert spawner.wait(process, timeout=30) != 0
+    log = spawner.log(process)
+    assert "Traceback" not in log, log
+    return log
+
+
+def test_a_scheduler_that_cannot_reach_etcd_says_so_at_start(
+    tier_env: dict[str, str], spawner: Spawner, write_app: Any
+) -> None:
+    env = tier_env | {"CHRONOQ_ETCD_ENDPOINTS": "http://127.0.0.1:1,http://127.0.0.1:2"}
+    [process] = _schedulers(spawner, write_app, env, 1)
+    assert "etcd cannot be reached" in _one_line_failure(spawner, process)
+
+
+def test_a_tiered_worker_that_cannot_reach_redis_says_so_at_start(
+    tier_env: dict[str, str], spawner: Spawner, write_app: Any
+) -> None:
+    env = tier_env | {"CHRONOQ_REDIS_URL": "redis://127.0.0.1:1/0"}
+    process = spawner.start("worker", "--app", write_app(TIER_APP), env=env)
+    assert "Redis not reachable at redis://127.0.0.1:1/0" in _one_line_failure(spawner, process)
+
+
+def test_tiered_dispatch_without_redis_and_etcd_names_both(
+    tier_env: dict[str, str], spawner: Spawner, write_app: Any
+) -> None:
+    env = tier_env | {"CHRONOQ_REDIS_URL": "", "CHRONOQ_ETCD_ENDPOINTS": ""}
+    process = spawner.start("worker", "--app", write_app(TIER_APP), env=env)
+    log = _one_line_failure(spawner, process)
+    assert "redis_url" in log and "etcd_endpoints" in log, log

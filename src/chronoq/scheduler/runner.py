@@ -137,15 +137,16 @@ class Scheduler:
         elector = self._elector or self.app.store.leader_elector(
             DUTY, self.holder, self.options.leader_ttl
         )
-        tier = self._start_tier()
-        log.info(
-            "scheduler %s started on %s (dispatch %s)",
-            self.holder,
-            self.app.store.dsn_display,
-            self.app.config.dispatch,
-            extra={"action": "scheduler.start", "holder": self.holder},
-        )
+        tier: threading.Thread | None = None
         try:
+            tier = self._start_tier()
+            log.info(
+                "scheduler %s started on %s (dispatch %s)",
+                self.holder,
+                self.app.store.dsn_display,
+                self.app.config.dispatch,
+                extra={"action": "scheduler.start", "holder": self.holder},
+            )
             while not self._stop.is_set():
                 self._stop.wait(self._step(elector))
         finally:

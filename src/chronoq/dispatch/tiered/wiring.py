@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from chronoq.coordination.etcd import EtcdElector
 from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
-from chronoq.errors import ConfigError
+from chronoq.errors import ConfigError, CoordinationUnavailable
 
 if TYPE_CHECKING:
     from chronoq.app import App
@@ -54,6 +54,14 @@ def open_leader(app: App, holder: str, events: Observers) -> TierLeader:
         ttl=app.config.leader_ttl,
         prefix=app.config.redis_prefix,
     )
+    try:
+        # One clear line at start when etcd cannot be reached, rather than a scheduler that
+        # stands by forever without saying why.
+        elector.members()
+    except CoordinationUnavailable:
+        elector.close()
+        timers.close()
+        raise
     return TierLeader(app, elector, timers, TierOptions.from_config(app.config, partitions), events)
 
 
