@@ -19,7 +19,7 @@ from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import StaticElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader
-from chronoq.dispatch.tiered.wiring import open_reader
+from chronoq.dispatch.tiered.wiring import open_reader, partition_count
 from chronoq.errors import ConfigError
 from chronoq.observability.events import (
     Event,
@@ -278,3 +278,22 @@ def test_an_idle_tiered_worker_sends_nothing_to_the_database(app: App, redis_url
         thread.join(timeout=20)
         app._store = counting._store
     assert calls == []
+
+
+def test_a_partition_count_other_than_the_stores_is_refused(
+    app: App, pg_dsn: str, redis_url: str, redis_prefix: str
+) -> None:
+    assert partition_count(app) == PARTITIONS
+    other = App(
+        dsn=pg_dsn,
+        dispatch="tiered",
+        redis_url=redis_url,
+        etcd_endpoints="http://127.0.0.1:2379",
+        redis_prefix=redis_prefix,
+        partitions=PARTITIONS * 2,
+    )
+    try:
+        with pytest.raises(ConfigError, match=f"has {PARTITIONS} partitions"):
+            chronoq.Worker(other)
+    finally:
+        other.close()

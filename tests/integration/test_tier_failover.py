@@ -313,3 +313,12 @@ def test_tiered_dispatch_without_redis_and_etcd_names_both(
     process = spawner.start("worker", "--app", write_app(TIER_APP), env=env)
     log = _one_line_failure(spawner, process)
     assert "redis_url" in log and "etcd_endpoints" in log, log
+
+
+def test_migrate_with_tiered_dispatch_fixes_the_partition_count(
+    tier_app: App, tier_env: dict[str, str]
+) -> None:
+    result = run_cli("migrate")
+    assert result.code == 0, result.err
+    assert f"tiered dispatch: {PARTITIONS} partitions" in result.err
+    assert tier_app.store.tier_partitions(64) == PARTITIONS

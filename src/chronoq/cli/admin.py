@@ -18,12 +18,19 @@ from chronoq.storage.dsn import redact
 
 def migrate(run: Invocation) -> int:
     # Open without SQLite's migrate-on-open, so this command reports what it applied.
-    store = open_store(Config.load(dsn=run.dsn), migrate_sqlite=False)
+    config = Config.load(dsn=run.dsn)
+    store = open_store(config, migrate_sqlite=False)
+    partitions: int | None = None
     try:
         change = store.migrate_to(run.args.to)
         where = redact(store.dsn_display)
+        if config.dispatch == "tiered" and run.args.to is None:
+            # Tiered dispatch fixes its partition count with the schema (docs/tier.md).
+            partitions = store.tier_partitions(config.partitions)
     finally:
         store.close()
+    if partitions is not None:
+        run.out.note(f"tiered dispatch: {partitions} partitions")
     if run.wants_json:
         shown: dict[str, list[str]] = {"applied": change.applied}
         if run.args.to is not None:
