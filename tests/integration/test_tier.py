@@ -294,6 +294,6 @@ def test_a_partition_count_other_than_the_stores_is_refused(
     )
     try:
         with pytest.raises(ConfigError, match=f"has {PARTITIONS} partitions"):
-            chronoq.Worker(other)
+            chronoq.Worker(other, WorkerOptions(queues=["default"]))
     finally:
         other.close()
