@@ -464,10 +464,13 @@ class TierLeader:
                 )
             except ChronoqError as exc:
                 log.warning("cannot move partition %d: %s", part.number, exc)
-                self._retry_soon(part, keys)
+                self._retry_soon(keys)
                 return
-            if moved.stale or moved.lost:
-                self._lost(part) if moved.lost else self._refused(part, "stale")
+            if moved.lost:
+                self._lost(part)
+                return
+            if moved.stale:
+                self._refused(part, "stale")
                 return
             if moved.moved:
                 late = 0.0 if earliest is None else max(0, now_ms - earliest) / 1000
@@ -489,7 +492,8 @@ class TierLeader:
             part.next_in_redis_ms = ms
             self.wheel.add(key, self.clock.deadline(ms))
 
-    def _retry_soon(self, part: _Partition, keys: list[tuple[int, int, int]]) -> None:
+    def _retry_soon(self, keys: list[tuple[int, int, int]]) -> None:
+        """Redis did not answer: the wheel fires these again in a moment."""
         again = self._monotonic() + min(1.0, self.options.stage_interval)
         for key in keys:
             self.wheel.add(key, again)
