@@ -33,7 +33,8 @@ def app(request: pytest.FixtureRequest) -> Any:
     """Each store with db dispatch, and PostgreSQL with tiered dispatch (a partition leader
     moves the jobs onto Redis Streams, the worker reads them)."""
     if request.param != "tiered":
-        with chronoq.App(request.getfixturevalue(f"{request.param}_dsn")) as application:
+        dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "pg_dsn")
+        with chronoq.App(dsn) as application:
             yield application
         return
     redis_url = request.getfixturevalue("redis_url")
@@ -220,7 +221,10 @@ def test_jobs_claimed_after_stop_are_released_without_using_an_attempt(app: chro
     ids = [r.id for r in app.enqueue_many([chronoq.JobSpec("noop") for _ in range(3)])]
     worker = chronoq.Worker(app, chronoq.WorkerOptions(), [StopOnClaim()])
     stats = worker.run(install_signal_handlers=False)
-    assert stats.released == 3 and stats.done == 0
+    # A db claim takes all three at once; tiered dispatch hands them over as their leader moves
+    # them, so its first claim (the one that stops the worker) may hold fewer.
+    held = 3 if app.config.dispatch == "db" else stats.claimed
+    assert stats.released == held >= 1 and stats.done == 0
     for job_id in ids:
         job = app.get_job(job_id)
         assert job is not None
