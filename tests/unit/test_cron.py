@@ -114,14 +114,84 @@ def test_six_field_expressions_run_by_elapsed_time() -> None:
     assert skipped.ticks_between(utc(2026, 3, 8, 5), utc(2026, 3, 9, 5), 10) == []
 
 
-def test_known_cronsim_quirk_at_lord_howe() -> None:
-    # Lord Howe's clocks go back half an hour (02:00 to 01:30) at 15:00Z on 2026-04-04. Which
-    # ticks cronsim finds next to the change depends on where the search starts; the module
-    # docstring says so. If this test fails, cronsim changed: update that docstring.
-    cadence = parse_cadence("0 */2 * * *", "Australia/Lord_Howe")
-    two_local = utc(2026, 4, 4, 15, 30)
-    assert cadence.next_after(utc(2026, 4, 4, 14, 30)) == utc(2026, 4, 4, 17, 30)
-    assert cadence.next_after(two_local - timedelta(microseconds=1)) == two_local
+LORD_HOWE = "Australia/Lord_Howe"
+
+
+def lord_howe_ticks(expression: str, after: datetime, hours: int) -> list[str]:
+    """The first four ticks in `hours` after `after`, as Lord Howe readings with offsets."""
+    ticks = parse_cadence(expression, LORD_HOWE).ticks_between(
+        after, after + timedelta(hours=hours), 4
+    )
+    return [tick.astimezone(ZoneInfo(LORD_HOWE)).strftime("%H:%M%z") for tick in ticks]
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "readings"),
+    [
+        # Fall back, 2026-04-05: 02:00+11:00 becomes 01:30+10:30 at 15:00Z; 01:45 happens twice.
+        (
+            "45 * * * *",
+            utc(2026, 4, 4, 13),
+            ["00:45+1100", "01:45+1100", "01:45+1030", "02:45+1030"],
+        ),
+        # 01:00+11:00 is followed by 02:00+10:30 90 minutes later: 15:00Z keeps the hour.
+        (
+            "0 * * * *",
+            utc(2026, 4, 4, 13),
+            ["01:00+1100", "01:30+1030", "02:00+1030", "03:00+1030"],
+        ),
+        (
+            "15 * * * *",
+            utc(2026, 4, 4, 13),
+            ["00:15+1100", "01:15+1100", "01:45+1030", "02:15+1030"],
+        ),
+        # Spring forward, 2026-10-04: 02:00+10:30 becomes 02:30+11:00 at 15:30Z.
+        (
+            "45 * * * *",
+            utc(2026, 10, 3, 13),
+            ["23:45+1030", "00:45+1030", "01:45+1030", "02:45+1100"],
+        ),
+        (
+            "0 * * * *",
+            utc(2026, 10, 3, 13),
+            ["00:00+1030", "01:00+1030", "02:30+1100", "03:00+1100"],
+        ),
+        (
+            "15 * * * *",
+            utc(2026, 10, 3, 13),
+            ["00:15+1030", "01:15+1030", "02:45+1100", "03:15+1100"],
+        ),
+    ],
+)
+def test_hourly_cron_in_a_half_hour_change_fires_every_reading_and_never_an_hour_late(
+    expression: str, after: datetime, readings: list[str]
+) -> None:
+    assert lord_howe_ticks(expression, after, 4) == readings
+
+
+def test_hourly_cron_at_lord_howe_answers_the_same_from_every_start() -> None:
+    # cronsim alone answered 16:15Z from 14:45Z but 15:15Z from 15:00Z, skipping 15:15Z.
+    cadence = parse_cadence("45 * * * *", LORD_HOWE)
+    ticks = [utc(2026, 4, 4, 13, 45), utc(2026, 4, 4, 14, 45), utc(2026, 4, 4, 15, 15)]
+    ticks.append(utc(2026, 4, 4, 16, 15))
+    for earlier, later in pairwise(ticks):
+        for minutes in range(int((later - earlier) / timedelta(minutes=1))):
+            assert cadence.next_after(earlier + timedelta(minutes=minutes)) == later
+    start = datetime(2026, 4, 5, 1, tzinfo=ZoneInfo(LORD_HOWE))
+    assert [tick.isoformat() for tick in preview(cadence, start, 3)] == [
+        "2026-04-05T01:45:00+11:00",
+        "2026-04-05T01:45:00+10:30",
+        "2026-04-05T02:45:00+10:30",
+    ]
+
+
+def test_a_two_hourly_cron_at_lord_howe_does_not_depend_on_the_start() -> None:
+    # cronsim alone skipped 02:00+10:30 (15:30Z) when asked from 14:30Z.
+    cadence = parse_cadence("0 */2 * * *", LORD_HOWE)
+    assert cadence.next_after(utc(2026, 4, 4, 14, 30)) == utc(2026, 4, 4, 15, 30)
+    assert cadence.next_after(utc(2026, 4, 4, 15, 30)) == utc(2026, 4, 4, 17, 30)
+    # On the spring-forward night 02:00 does not exist: like "*/30 2 * * *", no tick for it.
+    assert lord_howe_ticks("0 */2 * * *", utc(2026, 10, 3, 13), 5) == ["00:00+1030", "04:00+1100"]
 
 
 # -- DST: hourly expressions and intervals keep their UTC spacing ---------------------------------
@@ -273,6 +343,8 @@ def test_negative_limits_are_refused(expression: str) -> None:
 
 EXPRESSIONS = [
     "30 2 * * *",
+    "45 * * * *",
+    "15 * * * *",
     "30 1 * * *",
     "0 * * * *",
     "*/15 * * * *",
@@ -291,9 +363,7 @@ EXPRESSIONS = [
     "every 90m",
     "every 1.5s",
 ]
-# Not Australia/Lord_Howe: there cronsim's ticks near the half-hour change depend on where the
-# search starts (see the cron module docstring), so the views can legitimately disagree.
-ZONES = ["UTC", NEW_YORK, SYDNEY, "Europe/London", "America/Santiago", "Pacific/Chatham"]
+ZONES = ["UTC", NEW_YORK, SYDNEY, "Europe/London", "America/Santiago", "Pacific/Chatham", LORD_HOWE]
 # The 2026 transitions of the zones above, so that starts land near them often.
 NEAR = [
     utc(2026, 3, 8, 7),
@@ -306,6 +376,8 @@ NEAR = [
     utc(2026, 9, 6, 4),
     utc(2026, 4, 4, 14),
     utc(2026, 9, 26, 14),
+    utc(2026, 4, 4, 15),
+    utc(2026, 10, 3, 15, 30),
 ]
 
 

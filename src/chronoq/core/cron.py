@@ -26,9 +26,16 @@ Daylight saving time, for cron (cronsim's rules, which follow Debian cron; the t
 - Any other expression (``0 * * * *``, ``*/15 1 * * *``, six-field expressions) advances by
   elapsed time: ``0 * * * *`` stays one hour apart in UTC through both changes, and
   ``*/30 1 * * *`` fires four times in a repeated 01:00 hour and not at all in a skipped one.
-- Known cronsim quirk: where the clocks move by half an hour (Australia/Lord_Howe), elapsed-time
-  expressions can miss a tick next to the change, depending on where the search starts: from
-  2026-04-04T14:30Z, ``0 */2 * * *`` skips 02:00 local (15:30Z) and goes on to 04:00 (17:30Z).
+- An expression whose hour field is ``*`` (``45 * * * *``) fires at every instant the wall
+  clock reads its minute, and never leaves more than an hour between two ticks: where the clocks
+  move by a fraction of an hour (Australia/Lord_Howe, 30 minutes), a reading that would come more
+  than an hour after the previous one is preceded by a tick one hour after it. In Lord Howe on
+  2026-04-05, ``0 * * * *`` fires at 01:00+11:00, 01:30+10:30 (one hour later), 02:00+10:30.
+
+cronsim's elapsed-time arithmetic assumes a constant offset (it jumps minutes in UTC), so it is
+only ever asked about one stretch of constant offset at a time (`_elapsed_readings`); all of the
+above, and that ticks strictly increase whatever instant a search starts from, is enforced in
+`CronCadence._candidates` and nowhere else.
 """
 
 from __future__ import annotations
@@ -38,9 +45,9 @@ import hashlib
 import re
 import zoneinfo
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from itertools import islice, takewhile
 from typing import Protocol
 
@@ -54,6 +61,13 @@ MIN_INTERVAL = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _FIRST_WINDOW = timedelta(hours=1)
+_HOUR = timedelta(hours=1)
+# After a change of a fraction of an hour, an hourly expression's readings are less than two
+# hours apart; looking back that far finds the reading before any instant, when it matters.
+_HOURLY_LOOKBACK = 2 * _HOUR
+# Offsets are probed this far apart to find where they change: the shortest stretch of one UTC
+# offset in tzdata (2025) is about a week, so no change and change back hides between probes.
+_OFFSET_PROBE = timedelta(days=1)
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -140,9 +154,9 @@ class CronCadence:
 
     def latest(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
         # Not cronsim's reverse mode: it loops forever in some zones whose clocks change off the
-        # hour (Pacific/Chatham, "0 */2 * * *" back from 06:00 on 2026-04-05), and disagrees
-        # with the forward mode around Lord Howe's half-hour change. Searching forward over
-        # windows reaching back 1h, 4h, 16h... agrees with ticks_between by construction.
+        # hour (Pacific/Chatham, "0 */2 * * *" back from 06:00 on 2026-04-05), and would need
+        # the forward search's repairs around Lord Howe's half-hour change. Searching forward
+        # over windows reaching back 1h, 4h, 16h... agrees with ticks_between by construction.
         end = _span(after, until)
         _check_count("limit", limit)
         start = after.astimezone(UTC)
@@ -172,11 +186,112 @@ class CronCadence:
         floor = after.astimezone(UTC)
         # A wall-clock expression started on the second reading of a repeated hour is matched
         # from the first reading, so cronsim can yield ticks at or before `after`: drop them.
-        for local in CronSim(self.expression, after.astimezone(self._tz)):
-            tick = local.astimezone(UTC)
+        for tick in self._candidates(floor):
             if tick > floor:
                 floor = tick
                 yield tick
+
+    def _candidates(self, after: datetime) -> Iterator[datetime]:
+        """Ticks after `after` in UTC, ascending, possibly with some at or before it."""
+        if _reads_wall_clock(self.expression):
+            for local in CronSim(self.expression, after.astimezone(self._tz)):
+                yield local.astimezone(UTC)
+        elif _is_hourly(self.expression):
+            yield from _without_hour_gaps(
+                _elapsed_readings(self.expression, self._tz, after - _HOURLY_LOOKBACK)
+            )
+        else:
+            yield from _elapsed_readings(self.expression, self._tz, after)
+
+
+def _reads_wall_clock(expression: str) -> bool:
+    """Whether cronsim matches `expression` on wall-clock readings (Debian cron's rule)."""
+    fields = expression.split()
+    return len(fields) == 5 and not fields[0].startswith("*") and not fields[1].startswith("*")
+
+
+def _is_hourly(expression: str) -> bool:
+    """Whether the hour field is a plain ``*``: the expression fires in every hour it can."""
+    return expression.split()[-4] == "*"
+
+
+def _elapsed_readings(expression: str, tz: tzinfo, after: datetime) -> Iterator[datetime]:
+    """The instants after `after` whose reading on `tz`'s wall clock matches `expression`.
+
+    cronsim's elapsed-time mode jumps minutes and hours in UTC as if the offset never changed,
+    so a jump across a change of a fraction of an hour lands past a matching reading (Lord
+    Howe, ``45 * * * *``: from 01:00+11:00 it jumps over 01:45+10:30). So cronsim is only
+    asked about one stretch of constant offset at a time, on a fixed-offset zone, where its
+    arithmetic is exact; at each change the search starts again on the new offset::
+
+        offset A ---------------------|change|-- offset B ------------->
+        CronSim(A) from `after`: keep ticks before the change
+                                        CronSim(B) from the change: ...
+    """
+    start = after.astimezone(UTC)
+    while True:
+        restart = yield from _readings_on_one_offset(expression, tz, start)
+        if restart is None:
+            return
+        start = restart
+
+
+def _readings_on_one_offset(
+    expression: str, tz: tzinfo, start: datetime
+) -> Generator[datetime, None, datetime | None]:
+    """Readings after `start` up to the next change of `tz`'s offset; returns where the new
+    offset begins (None when cronsim has no more ticks)."""
+    offset = start.astimezone(tz).utcoffset() or timedelta(0)
+    # cronsim drops microseconds and starts one second on: from just before `start`, its
+    # first candidate is `start` itself when `start` is a whole second.
+    checked = start
+    for local in CronSim(expression, (start - _MICROSECOND).astimezone(timezone(offset))):
+        tick = local.astimezone(UTC)
+        change = _offset_change(tz, checked, tick)
+        if change is not None:
+            return change
+        yield tick
+        checked = tick
+    return None
+
+
+def _offset_change(tz: tzinfo, start: datetime, end: datetime) -> datetime | None:
+    """The first instant in (start, end] whose UTC offset in `tz` differs from `start`'s."""
+    if tz is UTC:
+        return None
+    offset = start.astimezone(tz).utcoffset()
+    low = start
+    while low < end:
+        high = min(low + _OFFSET_PROBE, end)
+        if high.astimezone(tz).utcoffset() != offset:
+            return _first_change(tz, low, high)
+        low = high
+    return None
+
+
+def _first_change(tz: tzinfo, low: datetime, high: datetime) -> datetime:
+    """The instant in (low, high] where `tz`'s offset changes, given that it changes once."""
+    offset = low.astimezone(tz).utcoffset()
+    while high - low > _MICROSECOND:
+        middle = low + (high - low) // 2
+        if middle.astimezone(tz).utcoffset() == offset:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def _without_hour_gaps(readings: Iterator[datetime]) -> Iterator[datetime]:
+    """`readings` of an hourly expression, plus a tick one hour after any reading that the
+    next one follows by more than an hour (but less than two: a clock change, not a day the
+    expression skips). A change of half an hour leaves such a gap: in Lord Howe, ``0 * * * *``
+    reads 01:00+11:00 at 14:00Z, then 02:00+10:30 at 15:30Z; 15:00Z fills it."""
+    previous: datetime | None = None
+    for reading in readings:
+        if previous is not None and _HOUR < reading - previous < _HOURLY_LOOKBACK:
+            yield previous + _HOUR
+        yield reading
+        previous = reading
 
 
 def _within_datetime_range(ticks: Iterator[datetime]) -> Iterator[datetime]:
