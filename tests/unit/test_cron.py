@@ -103,15 +103,29 @@ def test_a_stepped_minute_field_runs_by_elapsed_time_in_the_repeated_hour() -> N
     assert skipped_day.ticks_between(utc(2026, 3, 8, 5), utc(2026, 3, 9, 5), 10) == []
 
 
-def test_six_field_expressions_run_by_elapsed_time() -> None:
-    # cronsim keeps Debian cron's wall-clock rule for five-field expressions only.
-    repeated = parse_cadence("0 30 1 * * *", NEW_YORK)
-    assert day_ticks(repeated, utc(2026, 11, 1)) == [
-        utc(2026, 11, 1, 5, 30),
-        utc(2026, 11, 1, 6, 30),
-    ]
-    skipped = parse_cadence("0 30 2 * * *", NEW_YORK)
-    assert skipped.ticks_between(utc(2026, 3, 8, 5), utc(2026, 3, 9, 5), 10) == []
+@pytest.mark.parametrize(
+    ("zone", "expression", "after", "readings"),
+    [
+        # Skipped times fire once, at the first valid instant after the change.
+        (NEW_YORK, "0 30 2 * * *", utc(2026, 3, 8, 4), ["03:00:00-0400"]),
+        (NEW_YORK, "20 30 2 * * *", utc(2026, 3, 8, 4), ["03:00:20-0400"]),
+        ("Australia/Lord_Howe", "0 15 2 * * *", utc(2026, 10, 3, 12), ["02:30:00+1100"]),
+        # Repeated times fire once, at their first occurrence.
+        (NEW_YORK, "0 30 1 * * *", utc(2026, 11, 1, 3), ["01:30:00-0400"]),
+        (NEW_YORK, "0,30 30 1 * * *", utc(2026, 11, 1, 3), ["01:30:00-0400", "01:30:30-0400"]),
+        ("Australia/Lord_Howe", "0 45 1 * * *", utc(2026, 4, 4, 12), ["01:45:00+1100"]),
+        # A seconds field starting with "*" runs by elapsed time, like "*/30 1 * * *".
+        (NEW_YORK, "*/30 0 1 * * *", utc(2026, 11, 1, 3), ["01:00:00-0400", "01:00:30-0400"]),
+    ],
+)
+def test_six_field_times_of_day_follow_the_five_field_rule(
+    zone: str, expression: str, after: datetime, readings: list[str]
+) -> None:
+    ticks = parse_cadence(expression, zone).ticks_between(after, after + timedelta(hours=6), 10)
+    local = ZoneInfo(zone)
+    if expression.startswith("*"):
+        readings += [reading.replace("-0400", "-0500") for reading in readings]
+    assert [tick.astimezone(local).strftime("%H:%M:%S%z") for tick in ticks] == readings
 
 
 LORD_HOWE = "Australia/Lord_Howe"
@@ -358,6 +372,8 @@ EXPRESSIONS = [
     "0 0 1 * *",
     "0 12 L * *",
     "*/20 * * * * *",
+    "0 30 2 * * *",
+    "15,45 0 1 * * *",
     "every 1h",
     "every 7m",
     "every 90m",

@@ -19,11 +19,13 @@ Two kinds of text are understood:
 Daylight saving time, for cron (cronsim's rules, which follow Debian cron; the tests pin them):
 
 - A five-field expression whose minute and hour fields both start with something other than
-  ``*`` (``30 2 * * *``, ``0,30 1 * * *``, ``0 9-17 * * *``) is matched on wall-clock readings.
+  ``*`` (``30 2 * * *``, ``0,30 1 * * *``, ``0 9-17 * * *``) is matched on wall-clock readings;
+  so is a six-field one whose seconds field does too (``0 30 2 * * *``), which cronsim would
+  run by elapsed time: chronoq runs it as its five-field form moved on by each second.
   A reading that occurs twice when the clocks go back fires once, at its first occurrence (the
   earlier UTC instant). A reading skipped when the clocks go forward fires once, at the first
   instant after the change (02:30 on the spring-forward day in New York fires at 03:00 EDT).
-- Any other expression (``0 * * * *``, ``*/15 1 * * *``, six-field expressions) advances by
+- Any other expression (``0 * * * *``, ``*/15 1 * * *``, ``*/10 * * * * *``) advances by
   elapsed time: ``0 * * * *`` stays one hour apart in UTC through both changes, and
   ``*/30 1 * * *`` fires four times in a repeated 01:00 hour and not at all in a skipped one.
 - An expression whose hour field is ``*`` (``45 * * * *``) fires at every instant the wall
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import heapq
 import re
 import zoneinfo
 from collections import deque
@@ -194,8 +197,9 @@ class CronCadence:
     def _candidates(self, after: datetime) -> Iterator[datetime]:
         """Ticks after `after` in UTC, ascending, possibly with some at or before it."""
         if _reads_wall_clock(self.expression):
-            for local in CronSim(self.expression, after.astimezone(self._tz)):
-                yield local.astimezone(UTC)
+            yield from _wall_clock_ticks(self.expression, self._tz, after)
+        elif _reads_wall_clock_with_seconds(self.expression):
+            yield from _wall_clock_ticks_with_seconds(self.expression, self._tz, after)
         elif _is_hourly(self.expression):
             yield from _without_hour_gaps(
                 _elapsed_readings(self.expression, self._tz, after - _HOURLY_LOOKBACK)
@@ -208,6 +212,36 @@ def _reads_wall_clock(expression: str) -> bool:
     """Whether cronsim matches `expression` on wall-clock readings (Debian cron's rule)."""
     fields = expression.split()
     return len(fields) == 5 and not fields[0].startswith("*") and not fields[1].startswith("*")
+
+
+def _reads_wall_clock_with_seconds(expression: str) -> bool:
+    """Whether a six-field expression names times of day to the second (seconds, minute and
+    hour fields all specific): chronoq gives it the five-field rule, which cronsim does not."""
+    fields = expression.split()
+    return len(fields) == 6 and not any(field.startswith("*") for field in fields[:3])
+
+
+def _wall_clock_ticks(expression: str, tz: tzinfo, after: datetime) -> Iterator[datetime]:
+    for local in CronSim(expression, after.astimezone(tz)):
+        yield local.astimezone(UTC)
+
+
+def _wall_clock_ticks_with_seconds(
+    expression: str, tz: tzinfo, after: datetime
+) -> Iterator[datetime]:
+    """`S M H dom mon dow` as the ticks of `M H dom mon dow` (Debian cron's rule for a time in a
+    repeated or skipped hour) moved on by each second in S, merged in order."""
+    seconds_field, _, five_fields = expression.partition(" ")
+    seconds = sorted(CronSim(f"{seconds_field} * * * * *", _EPOCH).seconds)
+    shifted = (
+        _shifted(_wall_clock_ticks(five_fields, tz, after - timedelta(seconds=second)), second)
+        for second in seconds
+    )
+    return heapq.merge(*shifted)
+
+
+def _shifted(ticks: Iterator[datetime], seconds: int) -> Iterator[datetime]:
+    return (tick + timedelta(seconds=seconds) for tick in ticks)
 
 
 def _is_hourly(expression: str) -> bool:
