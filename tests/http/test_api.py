@@ -285,7 +285,12 @@ def test_dead_list_requeue_and_purge(client: TestClient, app: chronoq.App) -> No
     assert listed[0]["errors"][0]["error"] == "E"
 
     one = client.post("/api/v1/dead/requeue", json={"ids": [emails[0]]}).json()
-    assert one == {"requeued": [emails[0]], "key_conflicts": []}
+    assert one == {"requeued": [emails[0]], "key_conflicts": [], "not_dead": [], "not_found": []}
+    again = client.post("/api/v1/dead/requeue", json={"ids": [emails[0], 424242]})
+    assert (again.status_code, again.json()) == (
+        200,
+        {"requeued": [], "key_conflicts": [], "not_dead": [emails[0]], "not_found": [424242]},
+    )
     by_queue = client.post("/api/v1/dead/requeue", json={"all": True, "queue": "default"}).json()
     assert by_queue["requeued"] == other
     _error(client.post("/api/v1/dead/requeue", json={}), 422, "ids")

@@ -222,13 +222,20 @@ def test_dead_list_requeue_and_purge(url: str, reader: App) -> None:
     one = run_cli("dead", "requeue", str(dead[0]), "--dsn", url, "--json")
     assert (one.code, one.json()) == (
         0,
-        {"requeued": [dead[0]], "key_conflicts": [], "not_dead": []},
+        {"requeued": [dead[0]], "key_conflicts": [], "not_dead": [], "not_found": []},
     )
     assert status(reader, dead[0]) == JobStatus.PENDING
 
     missing = run_cli("dead", "requeue", str(dead[0]), "424242", "--dsn", url)
     assert missing.code == 1
-    assert f"not dead jobs: {dead[0]}, 424242" in missing.out
+    assert f"not dead jobs: {dead[0]}\n" in missing.out
+    assert "no job with id: 424242\n" in missing.out
+    as_json = run_cli("dead", "requeue", "424242", "--dsn", url, "--json")
+    assert (as_json.code, as_json.json()["not_found"], as_json.json()["not_dead"]) == (
+        1,
+        [424242],
+        [],
+    )
 
     rest = run_cli("dead", "requeue", "--all", "--queue", "b", "--dsn", url, "--json")
     assert rest.json()["requeued"] == [dead[2]]
@@ -248,7 +255,12 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
 
     result = run_cli("dead", "requeue", "--all", "--dsn", url, "--json")
     assert result.code == 1
-    assert result.json() == {"requeued": [], "key_conflicts": [dead], "not_dead": []}
+    assert result.json() == {
+        "requeued": [],
+        "key_conflicts": [dead],
+        "not_dead": [],
+        "not_found": [],
+    }
     human = run_cli("dead", "requeue", str(dead), "--dsn", url)
     assert f"kept dead 1 job(s) whose key a live job holds: {dead}" in human.out
 

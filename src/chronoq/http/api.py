@@ -255,7 +255,12 @@ def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
                 task=fields.name_filter("task", selection.task),
             )
         )
-        return {"requeued": result.requeued, "key_conflicts": result.key_conflicts}
+        return {
+            "requeued": result.requeued,
+            "key_conflicts": result.key_conflicts,
+            "not_dead": result.not_dead,
+            "not_found": result.not_found,
+        }
 
     @admin.post("/dead/purge", response_model=PurgeOut, tags=["dead letters"])
     def purge_dead(selection: PurgeIn) -> dict[str, Any]:

@@ -121,6 +121,10 @@ class RequeueOut(BaseModel):
     key_conflicts: list[int] = Field(
         description="Dead jobs left dead because a live job holds their key."
     )
+    not_dead: list[int] = Field(
+        description="Ids given of jobs that are not dead (or not of the `queue` or `task`)."
+    )
+    not_found: list[int] = Field(description="Ids given that no job has.")
 
 
 class PurgeOut(BaseModel):

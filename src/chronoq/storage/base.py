@@ -186,8 +186,15 @@ class DeadRequeueParams:
 
 @dataclass(slots=True)
 class DeadRequeueResult:
+    """What a requeue did with each job it was asked about, each list in id order:
+    `requeued`; `key_conflicts`, dead jobs kept dead because a live job holds their key;
+    and, for ids given, `not_dead`, jobs that exist but are not dead jobs of the selection
+    (not dead, or of another queue or task), apart from `not_found`, ids no job has."""
+
     requeued: list[int] = field(default_factory=list)
     key_conflicts: list[int] = field(default_factory=list)
+    not_dead: list[int] = field(default_factory=list)
+    not_found: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

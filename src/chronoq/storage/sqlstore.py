@@ -199,10 +199,21 @@ class SqlStore(ABC):
 
     def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
         args = self._dead_selection(params.ids, params.queue, params.task)
+        given = set(params.ids or ())
         with self._transaction() as db:
             wanted = {row["id"] for row in db.execute(self.Q["dead_ids"], args).fetchall()}
             requeued = {row["id"] for row in db.execute(self.Q["dead_requeue"], args).fetchall()}
-        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
+            # In the same transaction, so a job purged meanwhile is not called "not dead".
+            found = self._existing_ids(db, args) if given else set()
+        return DeadRequeueResult(
+            requeued=sorted(requeued),
+            key_conflicts=sorted(wanted - requeued),
+            not_dead=sorted(found - wanted),
+            not_found=sorted(given - found),
+        )
+
+    def _existing_ids(self, db: Connection, args: Mapping[str, Any]) -> set[int]:
+        return {row["id"] for row in db.execute(self.Q["job_ids_existing"], args).fetchall()}
 
     def dead_purge(self, params: DeadPurgeParams) -> int:
         args = self._dead_selection(params.ids, params.queue, params.task)
