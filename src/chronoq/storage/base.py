@@ -285,6 +285,21 @@ class QueueSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueRemoval:
+    """What `queue_remove` did: `removed` is True when stored settings were deleted. A queue
+    with `pending` or `running` jobs keeps its settings (and `removed` is False)."""
+
+    name: str
+    removed: bool
+    pending: int = 0
+    running: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.pending > 0 or self.running > 0
+
+
+@dataclass(frozen=True, slots=True)
 class QueueLimitParams:
     """Set a queue's rate (jobs/s, with its bucket size) and concurrency; None removes each."""
 
@@ -491,6 +506,16 @@ class JobStore(Protocol):
     def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings: ...
 
     def key_limit_remove(self, queue: str, pattern: str) -> bool: ...
+
+    def queue_names(self) -> list[str]:
+        """Every queue with jobs (of any status) or stored settings, in byte order."""
+        ...
+
+    def queue_remove(self, name: str) -> QueueRemoval:
+        """Delete a queue's stored settings (pause, limits, key limits and their buckets),
+        unless it has pending or running jobs. A job enqueued on it afterwards finds it
+        unpaused and unlimited, as a queue never configured."""
+        ...
 
     # -- schedules ------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from chronoq.storage.base import (
     LeaderTerm,
     MigrationChange,
     QueueLimitParams,
+    QueueRemoval,
     QueueSettings,
     ScheduleAdvance,
     ScheduleDecision,
@@ -292,6 +293,22 @@ class SqlStore(ABC):
         with self._write() as db:
             args = {"queue": queue, "pattern": pattern}
             return int(db.execute(self.Q["key_limit_remove"], args).rowcount) > 0
+
+    def queue_names(self) -> list[str]:
+        with self._read() as db:
+            return [row["name"] for row in db.execute(self.Q["queue_names"]).fetchall()]
+
+    def queue_remove(self, name: str) -> QueueRemoval:
+        args = {"name": name}
+        with self._transaction() as db:
+            live = db.execute(self.Q["queue_live_counts"], args).fetchone()
+            pending, running = int(live["pending"]), int(live["running"])
+            if pending or running:
+                return QueueRemoval(name, removed=False, pending=pending, running=running)
+            removed = int(db.execute(self.Q["queue_remove"], args).rowcount) > 0
+            db.execute(self.Q["queue_key_limits_remove"], args)
+            db.execute(self.Q["queue_key_buckets_remove"], args)
+        return QueueRemoval(name, removed=removed)
 
     # -- schedules --------------------------------------------------------------------------
 
