@@ -435,3 +435,28 @@ def test_demo_refuses_to_reset_a_database_that_is_not_its_own(tmp_path: Path) ->
     assert result.code == 2
     assert "holds data that is not from the demo" in result.err
     assert run_cli("jobs", "show", str(job_id), "--dsn", dsn).code == 0
+
+
+# -- queues nobody knows ----------------------------------------------------------------------
+
+
+def test_a_queue_typo_is_refused_and_an_idle_queue_can_be_removed(url: str, reader: App) -> None:
+    enqueue(url, "alive", "--queue", "emails")
+    typo = run_cli("queue", "pause", "emials", "--dsn", url)
+    assert typo.code == 2
+    assert "unknown queue 'emials'; did you mean 'emails'?" in typo.err
+    assert run_cli("queue", "limit", "emials", "--concurrency", "2", "--dsn", url).code == 2
+    assert reader.store.queue_list() == []
+
+    made = run_cli("queue", "pause", "bulk", "--create", "--dsn", url)
+    assert (made.code, made.out) == (0, "queue bulk: paused\n")
+    removed = run_cli("queue", "remove", "bulk", "--dsn", url, "--json")
+    assert (removed.code, removed.json()) == (0, {"name": "bulk", "removed": True})
+    assert reader.store.queue_list() == []
+    assert run_cli("queue", "remove", "bulk", "--dsn", url).code == 2
+
+    assert run_cli("queue", "pause", "emails", "--dsn", url).code == 0
+    busy = run_cli("queue", "remove", "emails", "--dsn", url)
+    assert busy.code == 1
+    assert "queue 'emails' has 1 pending and 0 running job(s)" in busy.err
+    assert reader.store.queue_get("emails").paused

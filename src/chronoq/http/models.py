@@ -127,6 +127,18 @@ class RequeueOut(BaseModel):
     not_found: list[int] = Field(description="Ids given that no job has.")
 
 
+class QueueChangeIn(Strict):
+    """`create: true` stores settings for a queue no task, job or setting uses yet; without
+    it such a name is refused as unknown (a typo would otherwise make a queue)."""
+
+    create: bool = False
+
+
+class QueueRemovedOut(BaseModel):
+    name: str
+    removed: bool = Field(description="False when the queue had no stored settings.")
+
+
 class PurgeOut(BaseModel):
     purged: int
 
