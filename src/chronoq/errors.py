@@ -19,6 +19,8 @@ ChronoqError                      base of every error chronoq raises on purpose
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
 ├── JobNotFound                   no job with that id
 ├── ScheduleNotFound              no schedule with that name
+├── QueueNotFound                 no queue of that name is known (declared, with jobs or settings)
+├── QueueNotEmpty                 the queue has pending or running jobs, so it is kept
 ├── JobLost                       the worker no longer owns the job (its lease token is stale)
 └── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
 ```
@@ -103,6 +105,14 @@ class JobNotFound(ChronoqError):
 
 class ScheduleNotFound(ChronoqError):
     """No schedule has that name."""
+
+
+class QueueNotFound(ChronoqError):
+    """No queue of that name is known: none is declared by the app, has jobs or has settings."""
+
+
+class QueueNotEmpty(ChronoqError):
+    """The queue has pending or running jobs; its settings are kept."""
 
 
 class JobLost(ChronoqError):

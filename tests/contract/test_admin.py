@@ -200,6 +200,24 @@ def test_requeue_ignores_jobs_that_are_not_dead(store: Store) -> None:
     assert [get(store, i) for i in (pending, running, done)] == before
 
 
+def test_requeue_tells_unknown_ids_apart_from_jobs_that_are_not_dead(store: Store) -> None:
+    dead = make_dead(store, params("a")).id
+    other_queue = make_dead(store, params("b")).id
+    [pending] = insert(store, params("a"))
+    asked = [pending, 424242, dead, other_queue, MAX_ID + 1, -1]
+    result = store.dead_requeue(DeadRequeueParams(ids=asked, queue="a"))
+    assert result.requeued == [dead]
+    assert result.key_conflicts == []
+    assert result.not_dead == sorted([pending, other_queue])
+    assert result.not_found == [-1, 424242, MAX_ID + 1]
+
+
+def test_requeue_of_every_dead_job_names_no_id_as_missing(store: Store) -> None:
+    dead = make_dead(store, params()).id
+    result = store.dead_requeue(DeadRequeueParams())
+    assert (result.requeued, result.not_dead, result.not_found) == ([dead], [], [])
+
+
 def test_requeue_all_and_by_queue(store: Store) -> None:
     a1 = make_dead(store, params("a")).id
     b1 = make_dead(store, params("b")).id

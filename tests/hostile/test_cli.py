@@ -346,7 +346,7 @@ def test_hostile_names_of_schedules_and_queues_are_administered_exactly(
     assert ok("schedule", "pause", name)["paused"] is True
     assert ok("schedule", "resume", name)["paused"] is False
     assert ok("schedule", "remove", name) == {"removed": True}
-    assert ok("queue", "pause", name)["paused"] is True
+    assert ok("queue", "pause", name, "--create")["paused"] is True
     limited = ok("queue", "limit", name, "--rate", "1/d", "--concurrency", "2147483647")
     assert (limited["name"], limited["concurrency"]) == (name, 2147483647)
     keyed = ok("queue", "limit-key", name, name, "--rate", "1000000/s")

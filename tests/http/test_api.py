@@ -285,7 +285,12 @@ def test_dead_list_requeue_and_purge(client: TestClient, app: chronoq.App) -> No
     assert listed[0]["errors"][0]["error"] == "E"
 
     one = client.post("/api/v1/dead/requeue", json={"ids": [emails[0]]}).json()
-    assert one == {"requeued": [emails[0]], "key_conflicts": []}
+    assert one == {"requeued": [emails[0]], "key_conflicts": [], "not_dead": [], "not_found": []}
+    again = client.post("/api/v1/dead/requeue", json={"ids": [emails[0], 424242]})
+    assert (again.status_code, again.json()) == (
+        200,
+        {"requeued": [], "key_conflicts": [], "not_dead": [emails[0]], "not_found": [424242]},
+    )
     by_queue = client.post("/api/v1/dead/requeue", json={"all": True, "queue": "default"}).json()
     assert by_queue["requeued"] == other
     _error(client.post("/api/v1/dead/requeue", json={}), 422, "ids")
@@ -358,6 +363,33 @@ def test_queues_and_stats(client: TestClient, app: chronoq.App) -> None:
     _error(client.get("/api/v1/overview", params={"window": 86_400, "bucket": 1}), 422, "bucket")
 
 
+def test_a_queue_nobody_knows_is_refused_unless_created_and_can_be_removed(
+    client: TestClient, app: chronoq.App
+) -> None:
+    typo = _error(client.post("/api/v1/queues/emials/pause"), 404, "name")
+    assert (typo["type"], typo["message"]) == (
+        "QueueNotFound",
+        "unknown queue 'emials'; did you mean 'emails'?",
+    )
+    _error(client.post("/api/v1/queues/emials/resume"), 404, "name")
+    _error(client.delete("/api/v1/queues/emials"), 404, "name")
+    assert app.store.queue_names() == []
+
+    # Declared by a task but without jobs yet: known.
+    assert client.post("/api/v1/queues/emails/pause").json()["paused"] is True
+    made = client.post("/api/v1/queues/bulk/pause", json={"create": True})
+    assert made.json()["paused"] is True
+    _error(client.post("/api/v1/queues/bulk/pause", json={"creat": True}), 422, "creat")
+    assert [q["name"] for q in client.get("/api/v1/queues").json()] == ["bulk", "emails"]
+
+    assert client.delete("/api/v1/queues/bulk").json() == {"name": "bulk", "removed": True}
+    assert [q["name"] for q in client.get("/api/v1/queues").json()] == ["emails"]
+    app.enqueue("send_email", {"to": "a"})
+    busy = _error(client.delete("/api/v1/queues/emails"), 409, "name")
+    assert "1 pending and 0 running" in busy["message"]
+    assert client.get("/api/v1/queues").json()[0]["paused"] is True
+
+
 # -- the document and the metrics -----------------------------------------------------------
 
 
@@ -367,7 +399,8 @@ def test_openapi_document_lists_every_operation(client: TestClient) -> None:
     assert ("POST", "/api/v1/jobs") in operations
     assert ("POST", "/api/v1/dead/requeue") in operations
     assert ("POST", "/api/v1/schedules/{name}/trigger") in operations
-    assert len(operations) == 18
+    assert ("DELETE", "/api/v1/queues/{name}") in operations
+    assert len(operations) == 19
     assert "HTTPBearer" in document["components"]["securitySchemes"]
 
 

@@ -222,13 +222,20 @@ def test_dead_list_requeue_and_purge(url: str, reader: App) -> None:
     one = run_cli("dead", "requeue", str(dead[0]), "--dsn", url, "--json")
     assert (one.code, one.json()) == (
         0,
-        {"requeued": [dead[0]], "key_conflicts": [], "not_dead": []},
+        {"requeued": [dead[0]], "key_conflicts": [], "not_dead": [], "not_found": []},
     )
     assert status(reader, dead[0]) == JobStatus.PENDING
 
     missing = run_cli("dead", "requeue", str(dead[0]), "424242", "--dsn", url)
     assert missing.code == 1
-    assert f"not dead jobs: {dead[0]}, 424242" in missing.out
+    assert f"not dead jobs: {dead[0]}\n" in missing.out
+    assert "no job with id: 424242\n" in missing.out
+    as_json = run_cli("dead", "requeue", "424242", "--dsn", url, "--json")
+    assert (as_json.code, as_json.json()["not_found"], as_json.json()["not_dead"]) == (
+        1,
+        [424242],
+        [],
+    )
 
     rest = run_cli("dead", "requeue", "--all", "--queue", "b", "--dsn", url, "--json")
     assert rest.json()["requeued"] == [dead[2]]
@@ -248,7 +255,12 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
 
     result = run_cli("dead", "requeue", "--all", "--dsn", url, "--json")
     assert result.code == 1
-    assert result.json() == {"requeued": [], "key_conflicts": [dead], "not_dead": []}
+    assert result.json() == {
+        "requeued": [],
+        "key_conflicts": [dead],
+        "not_dead": [],
+        "not_found": [],
+    }
     human = run_cli("dead", "requeue", str(dead), "--dsn", url)
     assert f"kept dead 1 job(s) whose key a live job holds: {dead}" in human.out
 
@@ -423,3 +435,28 @@ def test_demo_refuses_to_reset_a_database_that_is_not_its_own(tmp_path: Path) ->
     assert result.code == 2
     assert "holds data that is not from the demo" in result.err
     assert run_cli("jobs", "show", str(job_id), "--dsn", dsn).code == 0
+
+
+# -- queues nobody knows ----------------------------------------------------------------------
+
+
+def test_a_queue_typo_is_refused_and_an_idle_queue_can_be_removed(url: str, reader: App) -> None:
+    enqueue(url, "alive", "--queue", "emails")
+    typo = run_cli("queue", "pause", "emials", "--dsn", url)
+    assert typo.code == 2
+    assert "unknown queue 'emials'; did you mean 'emails'?" in typo.err
+    assert run_cli("queue", "limit", "emials", "--concurrency", "2", "--dsn", url).code == 2
+    assert reader.store.queue_list() == []
+
+    made = run_cli("queue", "pause", "bulk", "--create", "--dsn", url)
+    assert (made.code, made.out) == (0, "queue bulk: paused\n")
+    removed = run_cli("queue", "remove", "bulk", "--dsn", url, "--json")
+    assert (removed.code, removed.json()) == (0, {"name": "bulk", "removed": True})
+    assert reader.store.queue_list() == []
+    assert run_cli("queue", "remove", "bulk", "--dsn", url).code == 2
+
+    assert run_cli("queue", "pause", "emails", "--dsn", url).code == 0
+    busy = run_cli("queue", "remove", "emails", "--dsn", url)
+    assert busy.code == 1
+    assert "queue 'emails' has 1 pending and 0 running job(s)" in busy.err
+    assert reader.store.queue_get("emails").paused

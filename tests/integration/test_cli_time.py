@@ -110,7 +110,7 @@ def test_schedule_add_refuses_bad_input_and_stores_nothing(
 
 
 def test_queue_pause_limit_and_list(url: str, reader: App) -> None:
-    assert run_cli("queue", "pause", "mail", "--dsn", url).out == "queue mail: paused\n"
+    assert run_cli("queue", "pause", "mail", "--create", "--dsn", url).out == "queue mail: paused\n"
     limited = run_cli(
         "queue", "limit", "mail", "--rate", "200/s", "--concurrency", "5", "--dsn", url, "--json"
     ).json()

@@ -12,7 +12,12 @@ from chronoq.config import Config
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.errors import JobNotFound
 from chronoq.storage import open_store
-from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    DeadRequeueResult,
+    JobListParams,
+)
 from chronoq.storage.dsn import redact
 
 
@@ -143,38 +148,41 @@ def dead_list(run: Invocation) -> int:
 
 
 def dead_requeue(run: Invocation) -> int:
-    """Exit 0 when every selected job was requeued, 1 when some stayed dead."""
+    """Exit 0 when every selected job was requeued (`--all` with nothing dead included), 1 when
+    some stayed dead, were not dead or do not exist."""
     args = run.args
     if bool(args.ids) == bool(args.all):
         raise UsageError("give the ids of dead jobs to requeue, or --all (not both)")
     wanted: list[int] | None = None if args.all else sorted(set(args.ids))
     with open_app(run.dsn) as app:
         result = app.store.dead_requeue(DeadRequeueParams(ids=wanted, queue=args.queue))
-    handled = set(result.requeued) | set(result.key_conflicts)
-    not_dead = [job_id for job_id in wanted or [] if job_id not in handled]
     if run.wants_json:
         run.out.json(
             {
                 "requeued": result.requeued,
                 "key_conflicts": result.key_conflicts,
-                "not_dead": not_dead,
+                "not_dead": result.not_dead,
+                "not_found": result.not_found,
             }
         )
     else:
-        _report_requeue(run, result.requeued, result.key_conflicts, not_dead)
-    return EXIT_FAILURE if result.key_conflicts or not_dead else EXIT_OK
+        _report_requeue(run, result)
+    left = result.key_conflicts or result.not_dead or result.not_found
+    return EXIT_FAILURE if left else EXIT_OK
 
 
-def _report_requeue(
-    run: Invocation, requeued: list[int], conflicts: list[int], not_dead: list[int]
-) -> None:
-    run.out.line(f"requeued {len(requeued)} job(s){_ids(requeued)}")
-    if conflicts:
+def _report_requeue(run: Invocation, result: DeadRequeueResult) -> None:
+    run.out.line(f"requeued {len(result.requeued)} job(s){_ids(result.requeued)}")
+    if result.key_conflicts:
+        conflicts = result.key_conflicts
         run.out.line(
             f"kept dead {len(conflicts)} job(s) whose key a live job holds{_ids(conflicts)}"
         )
-    if not_dead:
-        run.out.line(f"not dead jobs{' of that queue' if run.args.queue else ''}{_ids(not_dead)}")
+    if result.not_dead:
+        of_queue = " of that queue" if run.args.queue else ""
+        run.out.line(f"not dead jobs{of_queue}{_ids(result.not_dead)}")
+    if result.not_found:
+        run.out.line(f"no job with id{_ids(result.not_found)}")
 
 
 def _ids(ids: list[int]) -> str:

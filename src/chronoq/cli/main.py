@@ -66,6 +66,7 @@ HANDLERS: dict[str, Handler] = {
     "queue limit": schedules.queue_limit,
     "queue limit-key": schedules.queue_limit_key,
     "queue unlimit-key": schedules.queue_unlimit_key,
+    "queue remove": schedules.queue_remove,
     "tier status": tier.tier_status,
     "stats": admin.stats,
     "demo": demo,

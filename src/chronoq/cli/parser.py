@@ -25,7 +25,7 @@ SUBCOMMANDS = {
     "jobs": "list, show, cancel",
     "dead": "list, requeue, purge",
     "schedule": "add, list, show, pause, resume, remove, preview",
-    "queue": "list, pause, resume, limit, limit-key, unlimit-key",
+    "queue": "list, pause, resume, limit, limit-key, unlimit-key, remove",
     "tier": "status",
 }
 
@@ -506,12 +506,16 @@ def _add_queue(commands: Any, command: Callable[..., ArgumentParser]) -> None:
     )
     group = queue.add_subparsers(dest="queue_command", metavar="COMMAND")
     _add_json(command(group, "list", "queue list", "List queue settings."))
-    for name, text in (("pause", "Stop claiming from a queue."), ("resume", "Claim again.")):
-        sub = command(group, name, f"queue {name}", text)
-        sub.add_argument("queue", metavar="QUEUE")
-        _add_json(sub)
+    pause = command(group, "pause", "queue pause", "Stop claiming from a queue.")
+    pause.add_argument("queue", metavar="QUEUE")
+    _add_create(pause)
+    _add_json(pause)
+    resume = command(group, "resume", "queue resume", "Claim again.")
+    resume.add_argument("queue", metavar="QUEUE")
+    _add_json(resume)
     limit = command(group, "limit", "queue limit", "Set (or, without options, clear) limits.")
     limit.add_argument("queue", metavar="QUEUE")
+    _add_create(limit)
     limit.add_argument("--rate", metavar="RATE", help="jobs per time: 200/s, 5000/m")
     limit.add_argument("--burst", type=float, metavar="N", help="bucket size (50 ms of rate)")
     limit.add_argument("--concurrency", type=positive_int, metavar="N", help="most running")
@@ -521,8 +525,20 @@ def _add_queue(commands: Any, command: Callable[..., ArgumentParser]) -> None:
     key.add_argument("pattern", metavar="PATTERN", help="a glob: customer:*")
     key.add_argument("--rate", required=True, metavar="RATE")
     key.add_argument("--burst", type=float, metavar="N")
+    _add_create(key)
     _add_json(key)
     unkey = command(group, "unlimit-key", "queue unlimit-key", "Remove a key limit.")
     unkey.add_argument("queue", metavar="QUEUE")
     unkey.add_argument("pattern", metavar="PATTERN")
     _add_json(unkey)
+    remove = command(group, "remove", "queue remove", "Delete the settings of an idle queue.")
+    remove.add_argument("queue", metavar="QUEUE")
+    _add_json(remove)
+
+
+def _add_create(sub: ArgumentParser) -> None:
+    sub.add_argument(
+        "--create",
+        action="store_true",
+        help="store settings for a queue no task, job or setting uses yet",
+    )

@@ -6,14 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 from rich.table import Table
 
+from chronoq.app import App
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
+from chronoq.cli.parser import UsageError
 from chronoq.cli.worker import configure_logging, ensure_metrics, serve_metrics
 from chronoq.core.cron import parse_cadence, preview
 from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
-from chronoq.core.validate import check_name
-from chronoq.errors import InvalidSchedule, ScheduleNotFound
+from chronoq.errors import InvalidSchedule, QueueNotFound, ScheduleNotFound
+from chronoq.queues import queue_to_change, remove_queue
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.scheduling import key_limit, queue_limit_params
 from chronoq.storage.base import QueueSettings
@@ -222,6 +224,7 @@ def queue_limit(run: Invocation) -> int:
     args = run.args
     params = queue_limit_params(args.queue, args.rate, args.burst, args.concurrency)
     with open_app(run.dsn) as app:
+        _known_queue(run, app)
         queue = app.store.queue_limit(params)
     return _print_queue(run, queue, "limits set" if queue.limited else "limits cleared")
 
@@ -230,7 +233,7 @@ def queue_limit_key(run: Invocation) -> int:
     args = run.args
     limit = key_limit(args.pattern, args.rate, args.burst)
     with open_app(run.dsn) as app:
-        queue = app.store.key_limit_set(check_name("queue", args.queue), limit)
+        queue = app.store.key_limit_set(_known_queue(run, app), limit)
     return _print_queue(run, queue, f"each key matching {args.pattern} limited")
 
 
@@ -245,10 +248,35 @@ def queue_unlimit_key(run: Invocation) -> int:
     return _print_queue(run, queue, f"key limit {args.pattern} removed")
 
 
+def queue_remove(run: Invocation) -> int:
+    """Exit 0 when the queue has no settings left, 1 when it has pending or running jobs."""
+    with open_app(run.dsn) as app:
+        try:
+            removal = remove_queue(app, run.args.queue)
+        except QueueNotFound as exc:
+            raise UsageError(str(exc)) from None
+    if run.wants_json:
+        run.out.json({"name": removal.name, "removed": removal.removed})
+    else:
+        what = "settings removed" if removal.removed else "had no stored settings"
+        run.out.line(f"queue {removal.name}: {what}")
+    return EXIT_OK
+
+
 def _queue_paused(run: Invocation, *, paused: bool) -> int:
     with open_app(run.dsn) as app:
-        queue = app.store.queue_pause(check_name("queue", run.args.queue), paused)
+        queue = app.store.queue_pause(_known_queue(run, app), paused)
     return _print_queue(run, queue, "paused" if paused else "resumed")
+
+
+def _known_queue(run: Invocation, app: App) -> str:
+    """The queue the command names, refused as a usage error when no one knows it."""
+    create = bool(getattr(run.args, "create", False))
+    try:
+        return queue_to_change(app, run.args.queue, create=create)
+    except QueueNotFound as exc:
+        hint = " (--create to make it on purpose)" if hasattr(run.args, "create") else ""
+        raise UsageError(f"{exc}{hint}") from None
 
 
 def _print_queue(run: Invocation, queue: QueueSettings, what: str) -> int:

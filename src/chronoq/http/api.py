@@ -33,6 +33,8 @@ from chronoq.errors import (
     KeyConflict,
     NaiveDatetime,
     PayloadTooLarge,
+    QueueNotEmpty,
+    QueueNotFound,
     ScheduleNotFound,
     StoreUnavailable,
     UnknownQueue,
@@ -53,13 +55,16 @@ from chronoq.http.models import (
     JobPage,
     PurgeIn,
     PurgeOut,
+    QueueChangeIn,
     QueueOut,
+    QueueRemovedOut,
     RequeueOut,
     ScheduleOut,
     StatOut,
 )
 from chronoq.http.views import read_overview
 from chronoq.observability.recent import RecentFinished
+from chronoq.queues import queue_to_change, remove_queue
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
@@ -255,7 +260,12 @@ def _dead_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
                 task=fields.name_filter("task", selection.task),
             )
         )
-        return {"requeued": result.requeued, "key_conflicts": result.key_conflicts}
+        return {
+            "requeued": result.requeued,
+            "key_conflicts": result.key_conflicts,
+            "not_dead": result.not_dead,
+            "not_found": result.not_found,
+        }
 
     @admin.post("/dead/purge", response_model=PurgeOut, tags=["dead letters"])
     def purge_dead(selection: PurgeIn) -> dict[str, Any]:
@@ -310,14 +320,25 @@ def _queue_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None
         return _queues(ctx)
 
     @admin.post("/queues/{name}/pause", response_model=QueueOut, tags=["queues"])
-    def pause_queue(name: Name) -> dict[str, Any]:
-        ctx.app.store.queue_pause(_named("queue", name), True)
+    def pause_queue(name: Name, change: QueueChangeIn | None = None) -> dict[str, Any]:
+        """Pause a known queue; 404 for a name nobody uses, unless `create` is true."""
+        create = change is not None and change.create
+        ctx.app.store.queue_pause(
+            queue_to_change(ctx.app, _named("queue", name), create=create), True
+        )
         return _queue(ctx, name)
 
     @admin.post("/queues/{name}/resume", response_model=QueueOut, tags=["queues"])
     def resume_queue(name: Name) -> dict[str, Any]:
-        ctx.app.store.queue_pause(_named("queue", name), False)
+        ctx.app.store.queue_pause(queue_to_change(ctx.app, _named("queue", name)), False)
         return _queue(ctx, name)
+
+    @admin.delete("/queues/{name}", response_model=QueueRemovedOut, tags=["queues"])
+    def remove_queue_settings(name: Name) -> dict[str, Any]:
+        """Delete an idle queue's stored settings, so it is no longer listed; 409 (naming the
+        counts) while it has pending or running jobs, 404 for a queue nobody knows."""
+        removal = remove_queue(ctx.app, _named("queue", name))
+        return {"name": removal.name, "removed": removal.removed}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -574,8 +595,10 @@ def _unparsable_json(exc: StarletteHTTPException) -> str | None:
 def _chronoq_error(request: Request, exc: ChronoqError) -> JSONResponse:
     """Errors the store or the app raised past every check: a conflict, a missing schedule,
     a database that cannot be reached."""
-    if isinstance(exc, ScheduleNotFound):
+    if isinstance(exc, ScheduleNotFound | QueueNotFound):
         return error_response(404, type(exc).__name__, str(exc), "name")
+    if isinstance(exc, QueueNotEmpty):
+        return error_response(409, type(exc).__name__, str(exc), "name")
     if isinstance(exc, KeyConflict):
         return error_response(409, type(exc).__name__, str(exc), "key")
     if isinstance(exc, StoreUnavailable):

@@ -28,7 +28,7 @@ from chronoq.core.cron import preview
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.dispatch.tiered.status import read_tier
-from chronoq.errors import InvalidSchedule, StoreUnavailable
+from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
 from chronoq.http import fields
 from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (
@@ -50,6 +50,7 @@ from chronoq.http.context import HttpContext
 from chronoq.http.fields import FieldError, optional
 from chronoq.http.templating import render, seconds
 from chronoq.http.views import read_overview
+from chronoq.queues import queue_to_change
 from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
 
 PAGE_SIZE = 50
@@ -279,8 +280,9 @@ class Dashboard:
 
     def _queue_paused(self, request: Request, name: str, *, paused: bool) -> Response:
         try:
-            self.ctx.app.store.queue_pause(fields.name("queue", name), paused)
-        except FieldError as exc:
+            queue = queue_to_change(self.ctx.app, fields.name("queue", name))
+            self.ctx.app.store.queue_pause(queue, paused)
+        except (FieldError, QueueNotFound) as exc:
             flash(request, "error", str(exc))
         else:
             flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")

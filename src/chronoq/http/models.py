@@ -121,6 +121,22 @@ class RequeueOut(BaseModel):
     key_conflicts: list[int] = Field(
         description="Dead jobs left dead because a live job holds their key."
     )
+    not_dead: list[int] = Field(
+        description="Ids given of jobs that are not dead (or not of the `queue` or `task`)."
+    )
+    not_found: list[int] = Field(description="Ids given that no job has.")
+
+
+class QueueChangeIn(Strict):
+    """`create: true` stores settings for a queue no task, job or setting uses yet; without
+    it such a name is refused as unknown (a typo would otherwise make a queue)."""
+
+    create: bool = False
+
+
+class QueueRemovedOut(BaseModel):
+    name: str
+    removed: bool = Field(description="False when the queue had no stored settings.")
 
 
 class PurgeOut(BaseModel):

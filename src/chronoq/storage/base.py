@@ -186,8 +186,15 @@ class DeadRequeueParams:
 
 @dataclass(slots=True)
 class DeadRequeueResult:
+    """What a requeue did with each job it was asked about, each list in id order:
+    `requeued`; `key_conflicts`, dead jobs kept dead because a live job holds their key;
+    and, for ids given, `not_dead`, jobs that exist but are not dead jobs of the selection
+    (not dead, or of another queue or task), apart from `not_found`, ids no job has."""
+
     requeued: list[int] = field(default_factory=list)
     key_conflicts: list[int] = field(default_factory=list)
+    not_dead: list[int] = field(default_factory=list)
+    not_found: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +282,21 @@ class QueueSettings:
     @property
     def limited(self) -> bool:
         return self.rate is not None or self.concurrency is not None or bool(self.key_limits)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRemoval:
+    """What `queue_remove` did: `removed` is True when stored settings were deleted. A queue
+    with `pending` or `running` jobs keeps its settings (and `removed` is False)."""
+
+    name: str
+    removed: bool
+    pending: int = 0
+    running: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.pending > 0 or self.running > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,6 +506,16 @@ class JobStore(Protocol):
     def key_limit_set(self, queue: str, limit: KeyLimit) -> QueueSettings: ...
 
     def key_limit_remove(self, queue: str, pattern: str) -> bool: ...
+
+    def queue_names(self) -> list[str]:
+        """Every queue with jobs (of any status) or stored settings, in byte order."""
+        ...
+
+    def queue_remove(self, name: str) -> QueueRemoval:
+        """Delete a queue's stored settings (pause, limits, key limits and their buckets),
+        unless it has pending or running jobs. A job enqueued on it afterwards finds it
+        unpaused and unlimited, as a queue never configured."""
+        ...
 
     # -- schedules ------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from chronoq.storage.base import (
     LeaderTerm,
     MigrationChange,
     QueueLimitParams,
+    QueueRemoval,
     QueueSettings,
     ScheduleAdvance,
     ScheduleDecision,
@@ -199,10 +200,21 @@ class SqlStore(ABC):
 
     def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult:
         args = self._dead_selection(params.ids, params.queue, params.task)
+        given = set(params.ids or ())
         with self._transaction() as db:
             wanted = {row["id"] for row in db.execute(self.Q["dead_ids"], args).fetchall()}
             requeued = {row["id"] for row in db.execute(self.Q["dead_requeue"], args).fetchall()}
-        return DeadRequeueResult(sorted(requeued), sorted(wanted - requeued))
+            # In the same transaction, so a job purged meanwhile is not called "not dead".
+            found = self._existing_ids(db, args) if given else set()
+        return DeadRequeueResult(
+            requeued=sorted(requeued),
+            key_conflicts=sorted(wanted - requeued),
+            not_dead=sorted(found - wanted),
+            not_found=sorted(given - found),
+        )
+
+    def _existing_ids(self, db: Connection, args: Mapping[str, Any]) -> set[int]:
+        return {row["id"] for row in db.execute(self.Q["job_ids_existing"], args).fetchall()}
 
     def dead_purge(self, params: DeadPurgeParams) -> int:
         args = self._dead_selection(params.ids, params.queue, params.task)
@@ -281,6 +293,22 @@ class SqlStore(ABC):
         with self._write() as db:
             args = {"queue": queue, "pattern": pattern}
             return int(db.execute(self.Q["key_limit_remove"], args).rowcount) > 0
+
+    def queue_names(self) -> list[str]:
+        with self._read() as db:
+            return [row["name"] for row in db.execute(self.Q["queue_names"]).fetchall()]
+
+    def queue_remove(self, name: str) -> QueueRemoval:
+        args = {"name": name}
+        with self._transaction() as db:
+            live = db.execute(self.Q["queue_live_counts"], args).fetchone()
+            pending, running = int(live["pending"]), int(live["running"])
+            if pending or running:
+                return QueueRemoval(name, removed=False, pending=pending, running=running)
+            removed = int(db.execute(self.Q["queue_remove"], args).rowcount) > 0
+            db.execute(self.Q["queue_key_limits_remove"], args)
+            db.execute(self.Q["queue_key_buckets_remove"], args)
+        return QueueRemoval(name, removed=removed)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -521,6 +521,10 @@ WHERE status = 'dead'
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
 
+-- name: job_ids_existing
+-- Which of the ids given a job has, whatever its status (a requeue tells unknown ids apart).
+SELECT id FROM chronoq_jobs WHERE id = ANY(%(ids)s::bigint[])
+
 -- name: dead_purge
 DELETE FROM chronoq_jobs
 WHERE status = 'dead'

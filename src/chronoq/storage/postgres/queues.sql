@@ -66,3 +66,35 @@ ON CONFLICT (queue, pattern) DO UPDATE SET rate = excluded.rate, burst = exclude
 
 -- name: key_limit_remove
 DELETE FROM chronoq_key_limits WHERE queue = %(queue)s AND pattern = %(pattern)s
+
+-- name: queue_names
+-- Every queue with jobs (of any status) or stored settings, in byte order. The jobs' queues
+-- are read by a loose index scan: one index probe per queue, however many jobs each holds.
+WITH RECURSIVE used AS (
+    (SELECT queue FROM chronoq_jobs ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM chronoq_jobs AS j WHERE j.queue > used.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM used WHERE used.queue IS NOT NULL
+)
+SELECT name FROM (
+    SELECT queue AS name FROM used WHERE queue IS NOT NULL
+    UNION
+    SELECT name FROM chronoq_queues
+) AS known
+ORDER BY name COLLATE "C"
+
+-- name: queue_live_counts
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'running') AS running
+FROM chronoq_jobs
+WHERE queue = %(name)s AND status IN ('pending', 'running')
+
+-- name: queue_remove
+DELETE FROM chronoq_queues WHERE name = %(name)s
+
+-- name: queue_key_limits_remove
+DELETE FROM chronoq_key_limits WHERE queue = %(name)s
+
+-- name: queue_key_buckets_remove
+DELETE FROM chronoq_key_buckets WHERE queue = %(name)s

@@ -342,6 +342,10 @@ WHERE id IN (
 )
 RETURNING id
 
+-- name: job_ids_existing
+-- Which of the ids given a job has, whatever its status (a requeue tells unknown ids apart).
+SELECT id FROM chronoq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
 -- name: dead_purge
 DELETE FROM chronoq_jobs
 WHERE status = 'dead'

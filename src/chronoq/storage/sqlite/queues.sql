@@ -75,3 +75,25 @@ ON CONFLICT (queue, pattern) DO UPDATE SET rate = excluded.rate, burst = exclude
 
 -- name: key_limit_remove
 DELETE FROM chronoq_key_limits WHERE queue = :queue AND pattern = :pattern
+
+-- name: queue_names
+-- Every queue with jobs (of any status) or stored settings, in byte order.
+SELECT DISTINCT queue AS name FROM chronoq_jobs
+UNION
+SELECT name FROM chronoq_queues
+ORDER BY name
+
+-- name: queue_live_counts
+SELECT coalesce(sum(status = 'pending'), 0) AS pending,
+       coalesce(sum(status = 'running'), 0) AS running
+FROM chronoq_jobs
+WHERE queue = :name AND status IN ('pending', 'running')
+
+-- name: queue_remove
+DELETE FROM chronoq_queues WHERE name = :name
+
+-- name: queue_key_limits_remove
+DELETE FROM chronoq_key_limits WHERE queue = :name
+
+-- name: queue_key_buckets_remove
+DELETE FROM chronoq_key_buckets WHERE queue = :name
