@@ -193,6 +193,7 @@ def test_cancelling_a_finished_job_fails(url: str, reader: App) -> None:
 
 
 def test_unknown_job_is_an_error(url: str) -> None:
+    assert run_cli("migrate", "--dsn", url).code == 0  # a SQLite file must be there to be read
     for command in (["jobs", "show", "424242"], ["jobs", "cancel", "424242"]):
         result = run_cli(*command, "--dsn", url)
         assert (result.code, result.err) == (1, "error: no job with id 424242\n")

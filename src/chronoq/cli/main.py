@@ -16,6 +16,7 @@ from typing import TextIO
 
 from chronoq import __version__
 from chronoq.cli import admin, schedules, tier
+from chronoq.cli.apps import existing_store_required
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -72,6 +73,32 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+# The commands that look at a store, or change what it already holds, without adding to it: on a
+# SQLite file that is not there they stop with one line (exit code 1, as for a database that
+# cannot be reached) instead of creating an empty database.
+# The others may create one: migrate, enqueue and `schedule add` add to it, `queue pause` and
+# `queue limit` store settings ahead of the first job, and the long-running processes (worker,
+# scheduler, serve, whose API enqueues) start on a fresh file. `schedule preview` and `tier
+# status` (whose tiered dispatch runs on PostgreSQL only) open no SQLite file.
+NEEDS_EXISTING_STORE = frozenset(
+    {
+        "jobs list",
+        "jobs show",
+        "jobs cancel",
+        "dead list",
+        "dead requeue",
+        "dead purge",
+        "stats",
+        "schedule list",
+        "schedule show",
+        "schedule pause",
+        "schedule resume",
+        "schedule remove",
+        "queue list",
+    }
+)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -85,8 +112,11 @@ def main(
         args = _parse(arguments, out)
         if args is None:
             return 0  # --help or --version was printed
-        quiet = args.command not in ("worker", "scheduler", "serve")
-        with _connection_retries_unlogged() if quiet else contextlib.nullcontext():
+        with contextlib.ExitStack() as scope:
+            if args.command_path in NEEDS_EXISTING_STORE:
+                scope.enter_context(existing_store_required())
+            if args.command not in ("worker", "scheduler", "serve"):
+                scope.enter_context(_connection_retries_unlogged())
             return int(args.handler(Invocation(args, out, arguments)))
     except UsageError as exc:
         out.error(_scrub(str(exc), arguments))

@@ -188,7 +188,7 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
         sub: ArgumentParser = group.add_parser(
             name, help=help_text, description=help_text, parents=[common], allow_abbrev=False
         )
-        sub.set_defaults(handler=handlers[path])
+        sub.set_defaults(handler=handlers[path], command_path=path)
         return sub
 
     migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
