@@ -19,6 +19,7 @@ import difflib
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,6 +32,16 @@ from chronoq.errors import ConfigError, StoreUnavailable
 from chronoq.storage.dsn import sqlite_path, store_kind
 
 APP_SPEC_HELP = "--app must look like MODULE:APP, e.g. myproject.tasks:app"
+
+
+class AppImportFailed(ConfigError):
+    """The module `--app` names raised while it was imported; `user_traceback` shows where."""
+
+    def __init__(self, message: str, user_traceback: str) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
+
+
 _EXISTING_STORE_ONLY: ContextVar[bool] = ContextVar("existing_store_only", default=False)
 
 
@@ -107,11 +118,41 @@ def _import(spec: str, module_name: str) -> ModuleType:
                 f"--app {spec}: no module named {exc.name!r} (run from the directory that "
                 "holds it, or add that directory to PYTHONPATH)"
             ) from None
-        raise ConfigError(f"--app {spec}: importing {module_name} failed: {exc}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        raise AppImportFailed(
+            f"--app {spec}: importing {module_name} failed: {exc}", user_traceback(exc)
         ) from None
+    except Exception as exc:
+        raise AppImportFailed(
+            f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}",
+            user_traceback(exc),
+        ) from None
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` from the first frame of the user's code on, without the frames of
+    this module and of importlib that lead to it (and without the importlib frames between one
+    user module and the next it imports, which Python's own report hides too).
+
+    A SyntaxError is raised by importlib's compile, before any user frame: what is left is
+    Python's own account of it, file, line and caret.
+    """
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not _is_import_machinery(frame.filename)
+    ]
+    lines = traceback.format_exception_only(type(exc), exc)
+    if frames:
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames), *lines]
+    return "".join(lines)
+
+
+def _is_import_machinery(filename: str) -> bool:
+    return (
+        filename == __file__
+        or filename == importlib.__file__
+        or filename.startswith("<frozen importlib")
+    )
 
 
 def _resolve(spec: str, module: ModuleType, attribute: str) -> object:

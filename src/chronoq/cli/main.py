@@ -2,7 +2,9 @@
 
 Exit codes: 0 success; 1 the command failed (database unreachable, job not found, some jobs not
 requeued, ...); 2 the input is wrong (arguments, settings, DSN, a job refused at enqueue); 130
-interrupted. Errors never print a traceback, and never a DSN's password.
+interrupted. Errors never print a DSN's password, nor a traceback of chronoq's own code: the one
+traceback shown is that of the user's module when importing `--app` raised, from its first frame
+on, above the error line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TextIO
 
 from chronoq import __version__
 from chronoq.cli import admin, schedules, tier
-from chronoq.cli.apps import existing_store_required
+from chronoq.cli.apps import AppImportFailed, existing_store_required
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -122,6 +124,8 @@ def main(
         out.error(_scrub(str(exc), arguments))
         return EXIT_USAGE
     except ChronoqError as exc:
+        if isinstance(exc, AppImportFailed):
+            out.stderr.write(_scrub(exc.user_traceback, arguments))
         out.error(_scrub(str(exc), arguments))
         return EXIT_USAGE if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILURE
     except KeyboardInterrupt:
