@@ -16,7 +16,7 @@ READERS = {
     "jobs cancel": ["jobs", "cancel", "1"],
     "dead list": ["dead", "list"],
     "dead requeue": ["dead", "requeue", "--all"],
-    "dead purge": ["dead", "purge", "--older-than", "7d"],
+    "dead purge": ["dead", "purge", "--all"],
     "stats": ["stats"],
     "schedule list": ["schedule", "list"],
     "schedule show": ["schedule", "show", "nightly"],
