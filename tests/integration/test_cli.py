@@ -142,6 +142,12 @@ def test_human_output_shows_the_jobs(url: str) -> None:
     assert "nightly" in run_cli("stats", "--dsn", url).out
 
 
+def test_a_negative_number_is_a_value_not_an_option(url: str, reader: App) -> None:
+    job = reader.get_job(enqueue(url, "low", "--priority", "-5"))
+    assert job is not None
+    assert job.priority == -5
+
+
 def test_enqueue_with_delay_and_at(url: str, reader: App) -> None:
     delayed = reader.get_job(enqueue(url, "later", "--delay", "10m"))
     assert delayed is not None
@@ -193,6 +199,7 @@ def test_cancelling_a_finished_job_fails(url: str, reader: App) -> None:
 
 
 def test_unknown_job_is_an_error(url: str) -> None:
+    assert run_cli("migrate", "--dsn", url).code == 0  # a SQLite file must be there to be read
     for command in (["jobs", "show", "424242"], ["jobs", "cancel", "424242"]):
         result = run_cli(*command, "--dsn", url)
         assert (result.code, result.err) == (1, "error: no job with id 424242\n")
@@ -243,9 +250,25 @@ def test_dead_list_requeue_and_purge(url: str, reader: App) -> None:
     assert run_cli("dead", "purge", "--older-than", "7d", "--dsn", url, "--json").json() == {
         "purged": 0
     }
-    purged = run_cli("dead", "purge", "--dsn", url)
+    purged = run_cli("dead", "purge", "--all", "--dsn", url)
     assert (purged.code, purged.out) == (0, "purged 1 dead job(s)\n")
     assert reader.get_job(dead[1]) is None
+
+
+def test_dead_purge_deletes_every_dead_job_only_with_all(url: str, reader: App) -> None:
+    dead = [make_dead(url, reader, "--queue", queue) for queue in ("a", "a", "b", "c")]
+    refused = run_cli("dead", "purge", "--dsn", url)
+    assert refused.code == 2
+    assert "or --all to delete every dead job" in refused.err
+    assert all(reader.get_job(job_id) is not None for job_id in dead)
+
+    by_id = run_cli("dead", "purge", str(dead[0]), "424242", "--dsn", url, "--json")
+    assert (by_id.code, by_id.json()) == (0, {"purged": 1})
+    by_queue = run_cli("dead", "purge", "--queue", "b", "--dsn", url, "--json")
+    assert by_queue.json() == {"purged": 1}
+    assert [job_id for job_id in dead if reader.get_job(job_id) is not None] == dead[1::2]
+    every = run_cli("dead", "purge", "--all", "--dsn", url, "--json")
+    assert every.json() == {"purged": 2}
 
 
 def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
@@ -281,6 +304,11 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
         (["jobs", "list", "--status", "finished"], "unknown status 'finished'"),
         (["dead", "requeue"], "give the ids of dead jobs to requeue, or --all"),
         (["dead", "requeue", "1", "--all"], "give the ids of dead jobs to requeue, or --all"),
+        (["dead", "purge"], "choose the dead jobs to purge: their ids, --older-than or --queue"),
+        (["dead", "purge", "1", "--all"], "give the ids of dead jobs to purge, or --all"),
+        (["enqueue", "t", "--delay", "-5m"], "argument --delay: invalid duration '-5m': it must"),
+        (["enqueue", "t", "--delay=-5m"], "argument --delay: invalid duration '-5m': it must"),
+        (["dead", "purge", "--older-than", "-1d"], "argument --older-than: invalid duration"),
         (["worker"], "the following arguments are required: --app"),
         (["worker", "--app", "x:app", "--concurrency", "0"], "must be at least 1"),
         (["worker", "--app", "no-colon"], "--app must look like MODULE:APP"),
@@ -288,7 +316,9 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
         (["jobs"], "choose a jobs command: list, show, cancel"),
         ([], "choose a command"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
-        (["demo", "--jobs", "3"], "--jobs must be between 10 and 5000"),
+        (["demo", "--jobs", "0"], "argument --jobs: must be between 10 and 5000 to show every"),
+        (["demo", "--jobs", "3"], "argument --jobs: must be between 10 and 5000 to show every"),
+        (["demo", "--jobs", "5001"], "argument --jobs: must be between 10 and 5000"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

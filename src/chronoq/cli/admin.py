@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
@@ -190,7 +191,21 @@ def _ids(ids: list[int]) -> str:
 
 
 def dead_purge(run: Invocation) -> int:
-    params = DeadPurgeParams(older_than=run.args.older_than, queue=run.args.queue)
+    """Deleting is for good, so the purge of every dead job is asked for by name (`--all`)."""
+    args = run.args
+    filtered = args.older_than is not None or args.queue is not None
+    if args.ids and args.all:
+        raise UsageError("give the ids of dead jobs to purge, or --all (not both)")
+    if not (args.ids or args.all or filtered):
+        raise UsageError(
+            "choose the dead jobs to purge: their ids, --older-than or --queue; "
+            "or --all to delete every dead job"
+        )
+    params = DeadPurgeParams(
+        older_than=args.older_than or timedelta(0),
+        queue=args.queue,
+        ids=sorted(set(args.ids)) or None,
+    )
     with open_app(run.dsn) as app:
         purged = app.store.dead_purge(params)
     if run.wants_json:

@@ -3,6 +3,14 @@
 The DSN rule is the same for every command: `--dsn`, else `CHRONOQ_DSN`, else
 `sqlite:///chronoq.db`. An App loaded with `--app` keeps the DSN it was built with unless
 `--dsn` is given, because the module may name its database explicitly.
+
+Opening a SQLite file that is not there creates it. That suits the commands that add to a store,
+but a command that only looks at one (or changes what it already holds) would report on an empty
+database made on the spot, so a mistyped path would pass for an empty queue. The command table
+(`chronoq.cli.main`) runs those commands under `existing_store_required()`, and `open_app` then
+refuses a SQLite file that is not there. The check sits where the store is opened, not before the
+handler, so that a handler's own checks of its input come first (a usage error is reported as
+such whatever the DSN).
 """
 
 from __future__ import annotations
@@ -11,24 +19,68 @@ import difflib
 import importlib
 import os
 import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 from types import ModuleType
 
 from chronoq.app import App
 from chronoq.config import Config
-from chronoq.errors import ConfigError
+from chronoq.errors import ConfigError, StoreUnavailable
+from chronoq.storage.dsn import sqlite_path, store_kind
 
 APP_SPEC_HELP = "--app must look like MODULE:APP, e.g. myproject.tasks:app"
+
+
+class AppImportFailed(ConfigError):
+    """The module `--app` names raised while it was imported; `user_traceback` shows where."""
+
+    def __init__(self, message: str, user_traceback: str) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
+
+
+_EXISTING_STORE_ONLY: ContextVar[bool] = ContextVar("existing_store_only", default=False)
+
+
+@contextmanager
+def existing_store_required() -> Iterator[None]:
+    """Within this block, `open_app` opens only a store that is already there."""
+    token = _EXISTING_STORE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _EXISTING_STORE_ONLY.reset(token)
 
 
 def open_app(dsn: str | None, app_spec: str | None = None) -> App:
     """The App named by `app_spec`, or an App without tasks on the configured database."""
     if app_spec is None:
-        return App(config=Config.load(dsn=dsn))
+        config = Config.load(dsn=dsn)
+        if _EXISTING_STORE_ONLY.get():
+            require_existing_store(config.dsn)
+        return App(config=config)
     app = load_app(app_spec)
     if dsn:
         app.close()  # a store opened at import time still points at the module's database
         app.config = app.config.with_dsn(dsn)
     return app
+
+
+def require_existing_store(dsn: str) -> None:
+    """Refuse a SQLite DSN whose file is not there, naming the path (PostgreSQL is left to the
+    server, which refuses a database that does not exist by itself)."""
+    if store_kind(dsn) != "sqlite":
+        return
+    path = Path(sqlite_path(dsn))
+    if not path.exists():
+        where = str(path) if path.is_absolute() else f"{path} ({path.absolute()})"
+        raise StoreUnavailable(
+            f"no SQLite database at {where}: check --dsn or CHRONOQ_DSN "
+            "(`chronoq migrate` creates one)"
+        )
 
 
 def load_app(spec: str) -> App:
@@ -66,11 +118,41 @@ def _import(spec: str, module_name: str) -> ModuleType:
                 f"--app {spec}: no module named {exc.name!r} (run from the directory that "
                 "holds it, or add that directory to PYTHONPATH)"
             ) from None
-        raise ConfigError(f"--app {spec}: importing {module_name} failed: {exc}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        raise AppImportFailed(
+            f"--app {spec}: importing {module_name} failed: {exc}", user_traceback(exc)
         ) from None
+    except Exception as exc:
+        raise AppImportFailed(
+            f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}",
+            user_traceback(exc),
+        ) from None
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of `exc` from the first frame of the user's code on, without the frames of
+    this module and of importlib that lead to it (and without the importlib frames between one
+    user module and the next it imports, which Python's own report hides too).
+
+    A SyntaxError is raised by importlib's compile, before any user frame: what is left is
+    Python's own account of it, file, line and caret.
+    """
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not _is_import_machinery(frame.filename)
+    ]
+    lines = traceback.format_exception_only(type(exc), exc)
+    if frames:
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames), *lines]
+    return "".join(lines)
+
+
+def _is_import_machinery(filename: str) -> bool:
+    return (
+        filename == __file__
+        or filename == importlib.__file__
+        or filename.startswith("<frozen importlib")
+    )
 
 
 def _resolve(spec: str, module: ModuleType, attribute: str) -> object:

@@ -2,7 +2,9 @@
 
 Exit codes: 0 success; 1 the command failed (database unreachable, job not found, some jobs not
 requeued, ...); 2 the input is wrong (arguments, settings, DSN, a job refused at enqueue); 130
-interrupted. Errors never print a traceback, and never a DSN's password.
+interrupted. Errors never print a DSN's password, nor a traceback of chronoq's own code: the one
+traceback shown is that of the user's module when importing `--app` raised, from its first frame
+on, above the error line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TextIO
 
 from chronoq import __version__
 from chronoq.cli import admin, schedules, tier
+from chronoq.cli.apps import AppImportFailed, existing_store_required
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -73,6 +76,32 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+# The commands that look at a store, or change what it already holds, without adding to it: on a
+# SQLite file that is not there they stop with one line (exit code 1, as for a database that
+# cannot be reached) instead of creating an empty database.
+# The others may create one: migrate, enqueue and `schedule add` add to it, `queue pause` and
+# `queue limit` store settings ahead of the first job, and the long-running processes (worker,
+# scheduler, serve, whose API enqueues) start on a fresh file. `schedule preview` and `tier
+# status` (whose tiered dispatch runs on PostgreSQL only) open no SQLite file.
+NEEDS_EXISTING_STORE = frozenset(
+    {
+        "jobs list",
+        "jobs show",
+        "jobs cancel",
+        "dead list",
+        "dead requeue",
+        "dead purge",
+        "stats",
+        "schedule list",
+        "schedule show",
+        "schedule pause",
+        "schedule resume",
+        "schedule remove",
+        "queue list",
+    }
+)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -86,13 +115,18 @@ def main(
         args = _parse(arguments, out)
         if args is None:
             return 0  # --help or --version was printed
-        quiet = args.command not in ("worker", "scheduler", "serve")
-        with _connection_retries_unlogged() if quiet else contextlib.nullcontext():
+        with contextlib.ExitStack() as scope:
+            if args.command_path in NEEDS_EXISTING_STORE:
+                scope.enter_context(existing_store_required())
+            if args.command not in ("worker", "scheduler", "serve"):
+                scope.enter_context(_connection_retries_unlogged())
             return int(args.handler(Invocation(args, out, arguments)))
     except UsageError as exc:
         out.error(_scrub(str(exc), arguments))
         return EXIT_USAGE
     except ChronoqError as exc:
+        if isinstance(exc, AppImportFailed):
+            out.stderr.write(_scrub(exc.user_traceback, arguments))
         out.error(_scrub(str(exc), arguments))
         return EXIT_USAGE if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILURE
     except KeyboardInterrupt:

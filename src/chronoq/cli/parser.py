@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
@@ -18,6 +19,7 @@ from chronoq.errors import ChronoqError
 
 MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
+DEMO_JOBS = (10, 5000)  # the demo's --jobs, from enough for every kind of job to a few seconds
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
     None: "migrate, worker, scheduler, serve, enqueue, jobs, dead, schedule, queue, tier, stats, "
@@ -40,8 +42,20 @@ def missing_command(command: str | None) -> UsageError:
     return UsageError(f"choose a {where}command: {SUBCOMMANDS[command]} (see --help)")
 
 
+# argparse reads a word that starts with "-" as a value only when it is a plain negative number
+# ("-5", "-0.5"), so `--delay -5m` failed with "expected one argument", which hides what is wrong.
+# No option of this command starts with "-" and a digit: any such word is a value, and the
+# option's type says what is wrong with it (a duration "must not be negative").
+_NEGATIVE_VALUE = re.compile(r"^-\.?\d")
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An argparse parser that raises `UsageError` instead of printing usage and exiting."""
+    """An argparse parser that raises `UsageError` instead of printing usage and exiting, and
+    takes `-5m` for a value as it takes `-5`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
@@ -76,6 +90,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
+    return value
+
+
+def demo_job_count(text: str) -> int:
+    """The demo's one bound, for 0, 3 and 9000 alike: fewer jobs than DEMO_JOBS' low end would
+    leave out some kind of job the demo shows."""
+    value = whole_number(text)
+    low, high = DEMO_JOBS
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"must be between {low} and {high} to show every kind of job, got {value}"
+        )
     return value
 
 
@@ -188,7 +214,7 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
         sub: ArgumentParser = group.add_parser(
             name, help=help_text, description=help_text, parents=[common], allow_abbrev=False
         )
-        sub.set_defaults(handler=handlers[path])
+        sub.set_defaults(handler=handlers[path], command_path=path)
         return sub
 
     migrate = command(commands, "migrate", "migrate", "Apply pending database migrations.")
@@ -221,7 +247,11 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
     _add_json(command(commands, "stats", "stats", "Count jobs per queue and status."))
     demo = command(commands, "demo", "demo", "Run a short live demonstration on SQLite.")
     demo.add_argument(
-        "--jobs", type=positive_int, default=40, metavar="N", help="how many jobs (default 40)"
+        "--jobs",
+        type=demo_job_count,
+        default=40,
+        metavar="N",
+        help=f"how many jobs, {DEMO_JOBS[0]} to {DEMO_JOBS[1]} (default 40)",
     )
     return parser
 
@@ -413,9 +443,11 @@ def _add_dead(commands: Any, command: Callable[..., ArgumentParser]) -> None:
     requeue.add_argument("--queue")
     _add_json(requeue)
     purge = command(group, "purge", "dead purge", "Delete dead jobs.")
+    purge.add_argument("ids", type=job_id, nargs="*", metavar="ID")
     purge.add_argument(
-        "--older-than", type=duration, default=timedelta(0), help="only those dead this long: 7d"
+        "--all", action="store_true", help="every dead job (of --queue, dead --older-than)"
     )
+    purge.add_argument("--older-than", type=duration, help="only those dead this long: 7d")
     purge.add_argument("--queue")
     _add_json(purge)
 

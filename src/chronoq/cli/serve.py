@@ -1,10 +1,17 @@
-"""`chronoq serve`: the HTTP API, the dashboard and /metrics, on uvicorn."""
+"""`chronoq serve`: the HTTP API, the dashboard and /metrics, on uvicorn.
+
+The listening socket is bound here, before "serving" is logged, and handed to uvicorn: a port in
+use (or an address this machine does not have) is then one line and exit code 2, as the
+worker's `--metrics-port` says it, instead of a "serving" line followed by uvicorn's error. With
+`--port 0` the line names the port the system picked.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
 import signal
+import socket
 
 import uvicorn
 
@@ -20,6 +27,7 @@ from chronoq.observability.logs import configure_logging
 from chronoq.observability.metrics import Metrics
 
 log = logging.getLogger("chronoq.http")
+BACKLOG = 2048  # uvicorn's default; it listens on the socket again with its own setting
 
 
 def serve(run: Invocation) -> int:
@@ -44,6 +52,11 @@ def serve(run: Invocation) -> int:
         https_only=args.secure_cookies,
         body_seconds=args.body_timeout.total_seconds(),
     )
+    try:
+        listener = listen(args.host, args.port)
+    except ConfigError:
+        app.close()
+        raise
     if tokens.open:
         log.warning(
             "no API token configured: open access for anyone on this machine, listening on "
@@ -54,7 +67,7 @@ def serve(run: Invocation) -> int:
     log.info(
         "serving the API, the dashboard and /metrics on http://%s:%d/ for %s",
         _url_host(args.host),
-        args.port,
+        listener.getsockname()[1],
         app.store.dsn_display,
         extra={"action": "serve.start"},
     )
@@ -71,11 +84,31 @@ def serve(run: Invocation) -> int:
     )
     _stop_quietly_after_uvicorn()
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[listener])
     finally:
+        listener.close()
         app.close()
     log.info("stopped serving", extra={"action": "serve.stop"})
     return EXIT_OK
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port` (uvicorn's choice of family and options), or
+    ConfigError naming the address and the reason."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host.strip("[]"), port))
+        # Listening now, not when uvicorn starts: until then another socket bound with
+        # SO_REUSEADDR to the same port could still take it.
+        listener.listen(BACKLOG)
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}; choose another --port or --host"
+        ) from None
+    return listener
 
 
 def _stop_quietly_after_uvicorn() -> None:
