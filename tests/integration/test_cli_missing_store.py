@@ -24,6 +24,8 @@ READERS = {
     "schedule resume": ["schedule", "resume", "nightly"],
     "schedule remove": ["schedule", "remove", "nightly"],
     "queue list": ["queue", "list"],
+    "queue resume": ["queue", "resume", "emails"],
+    "queue remove": ["queue", "remove", "emails"],
 }
 
 

@@ -98,6 +98,8 @@ NEEDS_EXISTING_STORE = frozenset(
         "schedule resume",
         "schedule remove",
         "queue list",
+        "queue resume",
+        "queue remove",
     }
 )
 
