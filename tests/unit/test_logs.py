@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -139,11 +140,12 @@ def bare_root() -> Iterator[logging.Logger]:
     test's body: pytest adds its capturing handlers for the test's call, after fixtures run."""
     root = logging.getLogger()
     saved, root.handlers = root.handlers, []
-    level = logging.getLogger("chronoq").level
+    level, root_level = logging.getLogger("chronoq").level, root.level
     try:
         yield root
     finally:
         root.handlers = saved
+        root.setLevel(root_level)
         logging.getLogger("chronoq").setLevel(level)
 
 
@@ -183,3 +185,42 @@ def test_configure_logging_leaves_a_host_programs_handlers_alone() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with bare_root(), pytest.raises(ValueError, match="text, json"):
         configure_logging("info", io.StringIO(), "xml")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_any_logger_in_a_job_is_written_at_the_level_and_libraries_outside_one_are_not(
+    fmt: str,
+) -> None:
+    stream = io.StringIO()
+    with bare_root():
+        configure_logging("debug", stream, fmt)
+        token = current_job.set(job("mail", "send"))
+        try:
+            logging.getLogger("myapp").debug("from the handler")
+        finally:
+            current_job.reset(token)
+        logging.getLogger("somelibrary").debug("library chatter")
+        logging.getLogger("somelibrary").warning("library trouble")
+        logging.getLogger("chronoq.worker").debug("chronoq detail")
+    written = stream.getvalue()
+    assert "from the handler" in written and "chronoq detail" in written
+    assert "library chatter" not in written and "library trouble" in written
+
+
+def test_a_text_line_a_handler_writes_ends_with_its_jobs_fields() -> None:
+    stream = io.StringIO()
+    with bare_root():
+        configure_logging("info", stream, "text")
+        token = current_job.set(job("mail", "send"))
+        try:
+            logging.getLogger("myapp").info("from the handler")
+            logging.getLogger("chronoq.worker").info("job 1 send done", extra={"job_id": 1})
+        finally:
+            current_job.reset(token)
+        ctx = JobContext(job("mail", "send"), "w", store=None)  # type: ignore[arg-type]
+        ctx.logger.info("through the context")
+    handler_line, own_line, context_line = stream.getvalue().splitlines()
+    fields = "job_id=1 task=send queue=mail attempt=1"
+    assert handler_line.endswith(f"myapp [{os.getpid()}]: from the handler  {fields}")
+    assert own_line.endswith("job 1 send done")
+    assert context_line.endswith(f"through the context  {fields}")

@@ -16,7 +16,7 @@ from typing import Any
 from chronoq.core.cron import Cadence, parse_cadence
 from chronoq.core.durations import format_duration, parse_duration
 from chronoq.core.misfire import Misfire, MisfirePolicy
-from chronoq.core.validate import check_name
+from chronoq.core.validate import check_name, check_schedule_name
 from chronoq.errors import InvalidDuration, InvalidSchedule
 
 DEFAULT_SCHEDULE_MISFIRE = MisfirePolicy.COALESCE
@@ -74,7 +74,7 @@ class ScheduleSpec:
     ) -> ScheduleSpec:
         parsed = parse_cadence(cadence, zone)
         return cls(
-            name=check_name("schedule", name),
+            name=check_schedule_name(name),
             cadence=parsed.expression,
             zone=parsed.zone,
             task=check_name("task", task),

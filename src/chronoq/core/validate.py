@@ -49,6 +49,22 @@ def check_name(kind: str, value: object) -> str:
     return value
 
 
+def check_schedule_name(value: object) -> str:
+    """A name for a new schedule: a name as `check_name` takes it, that can also be one segment
+    of its URL (`/schedules/NAME`). The HTTP server decodes `%2F` before it routes, and clients
+    resolve `.` and `..` away, so a name with `/`, or one of those two, could never be reached."""
+    name = check_name("schedule", value)
+    if "/" in name:
+        raise ConfigError(
+            f"schedule name {name!r} contains '/'; a schedule name may hold any printable "
+            "character except '/' (it is one segment of /schedules/NAME): try "
+            f"{name.replace('/', '-')!r}"
+        )
+    if name in (".", ".."):
+        raise ConfigError(f"schedule name {name!r} cannot be a URL path segment; pick another")
+    return name
+
+
 def check_key(key: object, field: str = "key") -> str | None:
     if key is None:
         return None

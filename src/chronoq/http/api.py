@@ -9,10 +9,12 @@ them in its thread pool, where the store's blocking calls belong.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from chronoq.core.enqueue import RENAMED_OPTIONS, Enqueued, JobSpec
 from chronoq.core.jobs import MAX_ID, Job, JobStatus
 from chronoq.core.schedules import Schedule
+from chronoq.core.validate import check_schedule_name
 from chronoq.errors import (
     ChronoqError,
     ConfigError,
@@ -553,8 +556,30 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     unparsable = _unparsable_json(exc)
     if unparsable:
         return error_response(422, "MalformedJSON", unparsable, None)
+    if exc.status_code == 404 and (refused := _slashed_schedule_name(request)):
+        return error_response(422, "ValidationError", refused, "name")
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
     return error_response(exc.status_code, kind, str(exc.detail), None)
+
+
+# /schedules/NAME[/action] as sent, before the server decoded %2F into a '/' no route matches.
+_SLASHED_SCHEDULE = re.compile(
+    r"/api/v1/schedules/([^/]*%2F[^/]*)(?:/(?:pause|resume|trigger))?", re.IGNORECASE
+)
+
+
+def _slashed_schedule_name(request: Request) -> str | None:
+    """Why a schedule path whose name holds an encoded '/' found no route: such names are
+    refused (`check_schedule_name`), so say that rather than 'not found'."""
+    raw = request.scope.get("raw_path") or b""
+    match = _SLASHED_SCHEDULE.fullmatch(raw.decode("latin-1"))
+    if match is None:
+        return None
+    try:
+        check_schedule_name(unquote(match[1]))
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def log_store_unavailable(request: Request, exc: StoreUnavailable) -> None:

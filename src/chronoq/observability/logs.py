@@ -10,7 +10,25 @@
 Every `extra` field a record carries becomes a key. A record logged while a job runs (by the
 handler, through any logger) gets that job's `job_id`, `task`, `queue` and `attempt` unless it
 names them itself: the worker sets them in a context variable, which the handler's thread and
-task inherit.
+task inherit. A text line written for a handler ends with the same fields:
+
+```
+2030-01-31 09:00:00,123 INFO    myapp [4711]: sent  job_id=42 task=send_email queue=emails attempt=1
+```
+
+Which records are written (`--log-level LEVEL`):
+
+```
+                                 record level >= LEVEL   >= WARNING
+  chronoq.* loggers                    written            written
+  any logger, while a job runs         written            written
+  any other logger (libraries)            -               written
+```
+
+The root logger is set to LEVEL so that the records of the handler's own loggers reach the
+handler at all; the filter keeps libraries (asyncio, psycopg, uvicorn, ...) from becoming noisy
+outside jobs, where nobody asked for their chatter. A logger whose level the app sets itself
+keeps that level. A host program that set logging up keeps its handlers and its root level.
 """
 
 from __future__ import annotations
@@ -36,6 +54,9 @@ current_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar(
 # What every LogRecord has of its own: anything else on a record came from `extra`.
 _RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 _BASE_KEYS = ("ts", "level", "logger", "message", "process")
+_JOB_KEYS = ("job_id", "task", "queue", "attempt")
+# The logger of `JobContext.logger`: chronoq's name, but the handler's words.
+HANDLER_LOGGER = "chronoq.job"
 
 
 def job_fields(job: Job) -> dict[str, Any]:
@@ -51,9 +72,33 @@ def configure_logging(level: str, stream: TextIO, fmt: str = "text") -> None:
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(stream)
-        handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
+        handler.addFilter(chronoq_or_job_records)
         root.addHandler(handler)
+        root.setLevel(level.upper())
     logging.getLogger("chronoq").setLevel(level.upper())
+
+
+def chronoq_or_job_records(record: logging.LogRecord) -> bool:
+    """Below WARNING, only chronoq's records and those logged while a job runs (the table in
+    the module docstring)."""
+    return (
+        record.levelno >= logging.WARNING
+        or _is_chronoq(record.name)
+        or current_job.get() is not None
+    )
+
+
+class TextFormatter(logging.Formatter):
+    """The classic line; one written for a handler ends with its job's fields. chronoq's own
+    lines about a job name it in their message already, so they get no suffix."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = _handler_job_fields(record)
+        if not fields:
+            return line
+        return line + "  " + " ".join(f"{key}={value}" for key, value in fields.items())
 
 
 class JsonFormatter(logging.Formatter):
@@ -91,6 +136,22 @@ class JobLogAdapter(logging.LoggerAdapter[logging.Logger]):
     ) -> tuple[Any, MutableMapping[str, Any]]:
         kwargs["extra"] = {**kwargs.get("extra", {}), **(self.extra or {})}
         return msg, kwargs
+
+
+def _handler_job_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The job fields of a record a handler logged: through `ctx.logger` (its `extra`) or any
+    other logger while its job runs (the context variable); none for chronoq's own records."""
+    if _is_chronoq(record.name) and record.name != HANDLER_LOGGER:
+        return {}
+    attributes = record.__dict__
+    if "job_id" in attributes:
+        return {key: attributes[key] for key in _JOB_KEYS if key in attributes}
+    job = current_job.get()
+    return job_fields(job) if job is not None else {}
+
+
+def _is_chronoq(name: str) -> bool:
+    return name == "chronoq" or name.startswith("chronoq.")
 
 
 def _add_extras(entry: dict[str, Any], attributes: Mapping[str, Any]) -> None:

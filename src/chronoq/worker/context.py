@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job
 from chronoq.errors import ChronoqError, JobLost
-from chronoq.observability.logs import JobLogAdapter, job_fields
+from chronoq.observability.logs import HANDLER_LOGGER, JobLogAdapter, job_fields
 from chronoq.storage.base import JobLeaseRef
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class JobContext:
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger whose records carry the job's id, task, queue and attempt, beside any
         `extra` of the call."""
-        return JobLogAdapter(logging.getLogger("chronoq.job"), job_fields(self.job))
+        return JobLogAdapter(logging.getLogger(HANDLER_LOGGER), job_fields(self.job))
 
     @property
     def id(self) -> int:
