@@ -1,8 +1,11 @@
 """`python -m build` makes an sdist and a wheel that carry everything chronoq reads at run time.
 
-The build runs once per test run (module fixture, about 10 s): `python -m build --no-isolation`
-builds the sdist, then the wheel from that sdist, so a file the sdist forgot is missing from the
-wheel too. `--no-isolation` builds with the project venv's setuptools instead of downloading one.
+The build runs once per test run (module fixture, about 10 s) on a copy of the files git tracks:
+the worktree's own `src/chronoq.egg-info` (left by the editable install) lists files in its
+SOURCES.txt that setuptools would add to the sdist whatever pyproject.toml says. There
+`python -m build --no-isolation` builds the sdist, then the wheel from that sdist, so a file the
+sdist forgot is missing from the wheel too. `--no-isolation` builds with the project venv's
+setuptools instead of downloading one.
 
 The wheel is then installed with `pip --no-deps` into a fresh venv whose dependencies come from
 the project venv, so nothing is downloaded:
@@ -18,6 +21,7 @@ of sight, because a path listed in a .pth file does not have its own .pth files 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -58,10 +62,22 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str
     return result.stdout
 
 
+def _tracked_copy(destination: Path) -> Path:
+    """The worktree as git sees it (tracked files, with their uncommitted changes)."""
+    listed = _run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    source = _tracked_copy(tmp_path_factory.mktemp("source"))
     outdir = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", outdir, ROOT, cwd=ROOT)
+    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", outdir, source, cwd=source)
     (wheel,) = outdir.glob("chronoq-*.whl")
     (sdist,) = outdir.glob("chronoq-*.tar.gz")
     return Built(wheel, sdist)
