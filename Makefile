@@ -2,15 +2,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.installed-core
 BENCH_VENV := .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
 .PHONY: install bench-env bench bench-smoke chaos demo test lint typecheck format clean
 
-$(STAMP): pyproject.toml
+# One venv, filled in two steps: `make demo` needs chronoq and its runtime dependencies only
+# (CORE_STAMP); `make test` and the tool targets add the dev extra on top (STAMP). A second venv
+# would install the runtime dependencies twice; one lets `make demo` then `make test` reuse them.
+$(CORE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -25,7 +33,7 @@ $(BENCH_STAMP): pyproject.toml bench/requirements.txt
 
 bench-env: $(BENCH_STAMP)
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	$(BIN)/chronoq demo --dsn sqlite:///chronoq-demo.db
 
 lint: $(STAMP)

@@ -16,6 +16,7 @@ ChronoqError                      base of every error chronoq raises on purpose
 │   ├── InvalidPayload            not a JSON object, or it does not fit the handler's signature
 │   └── PayloadTooLarge           the encoded payload is over the configured limit
 ├── CoordinationUnavailable       the coordination service (etcd) cannot be reached
+├── ExtraMissing                  a command needs an optional extra that is not installed
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
 ├── JobNotFound                   no job with that id
 ├── ScheduleNotFound              no schedule with that name
@@ -93,6 +94,14 @@ class PayloadTooLarge(EnqueueError):
 
 class CoordinationUnavailable(ChronoqError):
     """The coordination service (etcd) cannot be reached."""
+
+
+class ExtraMissing(ChronoqError):
+    """This needs an optional part of chronoq that is not installed."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(f"{feature} needs the {extra} extra: pip install 'chronoq[{extra}]'")
+        self.extra = extra
 
 
 class InvalidDuration(ChronoqError):
