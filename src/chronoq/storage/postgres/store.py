@@ -233,11 +233,7 @@ class PostgresStore(SqlStore):
         args = {
             "queues": list(params.queues),
             "limit": max(0, params.limit),
-            "worker_id": params.worker_id,
-            "now": params.now,
-            "leases": Jsonb(dict(params.leases)),
-            "max_attempts": Jsonb(dict(params.max_attempts)),
-            "default_max_attempts": params.default_max_attempts,
+            **_attempt_args(params),
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim"], args).fetchall()
@@ -266,11 +262,7 @@ class PostgresStore(SqlStore):
         args = {
             "ids": [r.id for r in refs],
             "tokens": [r.lease_token for r in refs],
-            "worker_id": params.worker_id,
-            "now": params.now,
-            "leases": Jsonb(dict(params.leases)),
-            "max_attempts": Jsonb(dict(params.max_attempts)),
-            "default_max_attempts": params.default_max_attempts,
+            **_attempt_args(params),
         }
         with self._conn() as conn:
             rows = conn.execute(Q["job_claim_staged"], args).fetchall()
@@ -381,6 +373,17 @@ class PostgresStore(SqlStore):
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _attempt_args(params: JobClaimParams | JobClaimIdsParams) -> dict[str, Any]:
+    """How a claim starts attempts, the same whether it chose the rows or was given them."""
+    return {
+        "worker_id": params.worker_id,
+        "now": params.now,
+        "leases": Jsonb(dict(params.leases)),
+        "max_attempts": Jsonb(dict(params.max_attempts)),
+        "default_max_attempts": params.default_max_attempts,
+    }
 
 
 def _db_now(conn: psycopg.Connection[dict[str, Any]]) -> datetime:
