@@ -98,3 +98,13 @@ def test_a_module_that_is_not_there_is_still_one_line(sqlite_dsn: str) -> None:
     assert result.code == 2
     assert result.err.count("\n") == 1
     assert "no module named 'chronoq_no_such_app_module'" in result.err
+
+
+def test_a_setting_chronoq_refuses_at_import_is_one_line(
+    sqlite_dsn: str, write_app: Callable[[str], str]
+) -> None:
+    spec = write_app("import chronoq\n\napp = chronoq.App(default_max_attempts=0)\n")
+    result = run_cli("enqueue", "ping", "--app", spec, "--dsn", sqlite_dsn)
+    assert "Traceback" not in result.err
+    assert result.err.count("\n") == 1, result.err
+    assert "default_max_attempts" in result.err

@@ -28,7 +28,7 @@ from types import ModuleType
 
 from chronoq.app import App
 from chronoq.config import Config
-from chronoq.errors import ConfigError, StoreUnavailable
+from chronoq.errors import ChronoqError, ConfigError, StoreUnavailable
 from chronoq.storage.dsn import sqlite_path, store_kind
 
 APP_SPEC_HELP = "--app must look like MODULE:APP, e.g. myproject.tasks:app"
@@ -121,6 +121,10 @@ def _import(spec: str, module_name: str) -> ModuleType:
         raise AppImportFailed(
             f"--app {spec}: importing {module_name} failed: {exc}", user_traceback(exc)
         ) from None
+    except ChronoqError as exc:
+        # chronoq refused a setting of the app (App(...) with a bad value, say): its message
+        # names the problem, and the user's traceback would only hide it.
+        raise ConfigError(f"--app {spec}: {exc}") from None
     except Exception as exc:
         raise AppImportFailed(
             f"--app {spec}: importing {module_name} failed: {type(exc).__name__}: {exc}",
