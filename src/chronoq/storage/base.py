@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from chronoq.core.fleet import RECENT, Fleet, ProcessInfo
 from chronoq.core.jobs import Claim, Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
@@ -214,6 +215,36 @@ class JobPruneParams:
 
     older_than: timedelta
     limit: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobHandOffParams:
+    """Give claimed jobs back without using an attempt, due again `delay` seconds from now (or
+    at their own run_at, if later): a worker that does not know a job's task hands it to the
+    live processes that do (a rolling deploy), and must not claim it again at once."""
+
+    refs: Sequence[JobLeaseRef]
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessBeatParams:
+    """Record or refresh a process in the fleet registry; it counts as alive for `ttl`
+    seconds from now on the database clock, unless it beats again or stops."""
+
+    info: ProcessInfo
+    ttl: float
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessListParams:
+    """Live processes, or with `all` also those that stopped or stopped refreshing within
+    `recent` (older records are left out, and pruned)."""
+
+    all: bool = False
+    recent: timedelta = RECENT
+    now: datetime | None = None
 
 
 # Upper bounds (seconds) of the due→start lateness buckets the overview counts done jobs in;
@@ -467,6 +498,11 @@ class JobStore(Protocol):
         """Give claimed-but-unstarted jobs back without using an attempt."""
         ...
 
+    def job_hand_off_many(self, params: JobHandOffParams) -> set[int]:
+        """Give claimed jobs back without using an attempt, due again after a delay (see
+        `JobHandOffParams`); the ids whose lease token still matched."""
+        ...
+
     def job_rescue_expired(self, params: JobRescueParams) -> RescueResult: ...
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup: ...
@@ -542,6 +578,24 @@ class JobStore(Protocol):
         """Lock the schedule, let `decide` plan the pass on the database clock, then insert its
         jobs and store its cursor and counters, all in one transaction. None: the schedule is
         gone or paused, or `decide` had nothing to do."""
+        ...
+
+    # -- the fleet registry ----------------------------------------------------------------
+
+    def process_beat(self, params: ProcessBeatParams) -> None:
+        """Record or refresh a process (see `ProcessBeatParams`)."""
+        ...
+
+    def process_stop(self, process_id: str, now: datetime | None = None) -> bool:
+        """Mark a process stopped (it exited cleanly); False when no live record had that id."""
+        ...
+
+    def process_list(self, params: ProcessListParams) -> Fleet:
+        """The processes, most recently seen first, read on the database clock."""
+        ...
+
+    def process_prune(self, recent: timedelta = RECENT) -> int:
+        """Delete records that ended more than `recent` ago; the number deleted."""
         ...
 
     # -- leadership -----------------------------------------------------------------------

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from chronoq.core.fleet import ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.core.jobs import MAX_ID, Job, JobStatus, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import (
@@ -281,3 +282,54 @@ def leader_term(row: Mapping[str, Any], to_time: Any = None) -> LeaderTerm:
         renewed_at=convert(row["renewed_at"]),
         expires_at=convert(row["expires_at"]),
     )
+
+
+def process_args(info: ProcessInfo) -> dict[str, Any]:
+    """A process record's columns; lists and task settings travel as JSON text."""
+    return {
+        "id": info.id,
+        "kind": info.kind,
+        "host": info.host,
+        "pid": info.pid,
+        "version": info.version,
+        "queues": json.dumps(list(info.queues)),
+        "concurrency": info.concurrency,
+        "tasks": json.dumps([task.to_json() for task in info.tasks]),
+        "duties": json.dumps(list(info.duties)),
+        "running": info.running,
+    }
+
+
+def process_record(
+    row: Mapping[str, Any], to_time: Callable[[Any], datetime | None], to_list: Any
+) -> ProcessRecord:
+    """A stored process; `to_list` decodes the adapter's JSON columns."""
+    started, seen, expires = (
+        _required_time(to_time(row[name])) for name in ("started_at", "seen_at", "expires_at")
+    )
+    info = ProcessInfo(
+        id=row["id"],
+        kind=row["kind"],
+        host=row["host"],
+        pid=int(row["pid"]),
+        version=row["version"],
+        queues=tuple(str(queue) for queue in to_list(row["queues"])),
+        concurrency=_optional_int(row["concurrency"]),
+        tasks=tuple(TaskInfo.from_json(task) for task in to_list(row["tasks"])),
+        running=int(row["running"]),
+        duties=tuple(str(duty) for duty in to_list(row["duties"])),
+    )
+    return ProcessRecord(
+        info=info,
+        started_at=started,
+        seen_at=seen,
+        expires_at=expires,
+        stopped_at=to_time(row["stopped_at"]),
+        alive=bool(row["alive"]),
+    )
+
+
+def _required_time(value: datetime | None) -> datetime:
+    if value is None:
+        raise ValueError("a NOT NULL time column was read as NULL")
+    return value

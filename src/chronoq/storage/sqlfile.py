@@ -18,7 +18,7 @@ _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 # session: connection set-up, migrations bookkeeping, the clock; jobs: chronoq_jobs; queues:
 # queues, key limits and their buckets; schedules: chronoq_schedules; leaders: leadership;
-# tier: chronoq_tier, the partition count of tiered dispatch.
+# tier: chronoq_tier, the partition count of tiered dispatch; processes: the fleet registry.
 DIALECT_FILES = (
     "session.sql",
     "jobs.sql",
@@ -26,6 +26,7 @@ DIALECT_FILES = (
     "schedules.sql",
     "leaders.sql",
     "tier.sql",
+    "processes.sql",
 )
 
 

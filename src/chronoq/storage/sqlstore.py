@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, LiteralString, Protocol
 
+from chronoq.core.fleet import RECENT, Fleet
 from chronoq.core.jobs import Job, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
@@ -41,6 +42,8 @@ from chronoq.storage.base import (
     JobRescueParams,
     LeaderTerm,
     MigrationChange,
+    ProcessBeatParams,
+    ProcessListParams,
     QueueLimitParams,
     QueueRemoval,
     QueueSettings,
@@ -50,6 +53,8 @@ from chronoq.storage.base import (
 )
 from chronoq.storage.rows import (
     leader_term,
+    process_args,
+    process_record,
     queue_settings,
     record_args,
     rescue_result,
@@ -385,6 +390,39 @@ class SqlStore(ABC):
             db.execute(self.Q["tier_record"], {"partitions": requested, "now": self._clock()})
             row = db.execute(self.Q["tier_get"]).fetchone()
         return int(row["partitions"])
+
+    # -- the fleet registry -----------------------------------------------------------------
+
+    def process_beat(self, params: ProcessBeatParams) -> None:
+        args = process_args(params.info) | {
+            "ttl": self._seconds_arg(params.ttl),
+            "now": self._pinned(params.now),
+        }
+        with self._write() as db:
+            db.execute(self.Q["process_beat"], args)
+
+    def process_stop(self, process_id: str, now: datetime | None = None) -> bool:
+        args = {"id": process_id, "now": self._pinned(now)}
+        with self._write() as db:
+            return int(db.execute(self.Q["process_stop"], args).rowcount) > 0
+
+    def process_list(self, params: ProcessListParams) -> Fleet:
+        args = {
+            "all": params.all,
+            "recent": self._seconds_arg(params.recent.total_seconds()),
+            "now": self._pinned(params.now),
+        }
+        with self._read() as db:
+            rows = db.execute(self.Q["process_list"], args).fetchall()
+        db_now = self._time(rows[0]["db_now"])
+        assert db_now is not None
+        records = [process_record(row, self._time, self._list) for row in rows if row["id"]]
+        return Fleet(records, db_now)
+
+    def process_prune(self, recent: timedelta = RECENT) -> int:
+        args = {"recent": self._seconds_arg(recent.total_seconds()), "now": self._clock()}
+        with self._write() as db:
+            return int(db.execute(self.Q["process_prune"], args).rowcount)
 
     # -- leadership -------------------------------------------------------------------------
 

@@ -416,6 +416,17 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
 WHERE j.id = r.id AND j.lease_token = r.token AND j.status = 'running'
 RETURNING j.id
 
+-- name: job_hand_off_many
+-- Like job_release_many, and due again only after `delay`: the worker that gives it back does
+-- not know its task, and would claim it again at once.
+UPDATE chronoq_jobs AS j
+SET status = 'pending', attempts = j.attempts - 1, locked_until = NULL, worker_id = NULL,
+    started_at = NULL,
+    run_at = greatest(j.run_at, clock_timestamp() + %(delay)s * interval '1 second')
+FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
+WHERE j.id = r.id AND j.lease_token = r.token AND j.status = 'running'
+RETURNING j.id
+
 -- name: job_rescue_expired
 -- A running job whose lease ended belongs to a worker that died or stalled. It runs again at
 -- once, or goes dead if that was its last attempt; the expiry joins its error history. SKIP

@@ -191,3 +191,23 @@ CREATE TABLE chronoq_tier (
     CONSTRAINT chronoq_tier_one_row CHECK (singleton),
     CONSTRAINT chronoq_tier_partitions_check CHECK (partitions BETWEEN 1 AND 1024)
 );
+
+-- The fleet registry: one row per worker, scheduler and server, refreshed while it runs.
+CREATE TABLE chronoq_processes (
+    id          text        PRIMARY KEY,
+    kind        text        NOT NULL,
+    host        text        NOT NULL,
+    pid         integer     NOT NULL,
+    version     text        NOT NULL,
+    queues      jsonb       NOT NULL DEFAULT '[]'::jsonb,
+    concurrency integer,
+    tasks       jsonb       NOT NULL DEFAULT '[]'::jsonb,
+    duties      jsonb       NOT NULL DEFAULT '[]'::jsonb,
+    running     integer     NOT NULL DEFAULT 0,
+    started_at  timestamptz NOT NULL,
+    seen_at     timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    stopped_at  timestamptz,
+    CONSTRAINT chronoq_processes_kind_check CHECK (kind IN ('worker', 'scheduler', 'server')),
+    CONSTRAINT chronoq_processes_running_check CHECK (running >= 0)
+);

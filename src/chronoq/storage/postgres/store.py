@@ -28,6 +28,7 @@ from chronoq.storage.base import (
     JobClaimIdsParams,
     JobClaimParams,
     JobFinishParams,
+    JobHandOffParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
@@ -325,10 +326,14 @@ class PostgresStore(SqlStore):
     def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         return self._fenced_refs("job_release_many", refs)
 
-    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef]) -> set[int]:
+    def job_hand_off_many(self, params: JobHandOffParams) -> set[int]:
+        delay = self._seconds_arg(max(0.0, params.delay))
+        return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
+
+    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
         if not refs:
             return set()
-        args = {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]}
+        args = {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]} | extra
         with self._conn() as conn:
             accepted = {row["id"] for row in conn.execute(Q[query], args)}
             _count_fence_rejections(conn, [(r.id, r.lease_token) for r in refs], accepted)

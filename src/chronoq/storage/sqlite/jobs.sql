@@ -252,6 +252,15 @@ WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
   AND chronoq_jobs.status = 'running'
 RETURNING chronoq_jobs.id
 
+-- name: job_hand_off_many
+UPDATE chronoq_jobs
+SET status = 'pending', attempts = attempts - 1, locked_until = NULL, worker_id = NULL,
+    started_at = NULL, run_at = max(run_at, :now + :delay)
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
+  AND chronoq_jobs.status = 'running'
+RETURNING chronoq_jobs.id
+
 -- name: job_rescue_expired
 UPDATE chronoq_jobs
 SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,

@@ -28,6 +28,7 @@ from chronoq.storage.base import (
     JobClaimIdsParams,
     JobClaimParams,
     JobFinishParams,
+    JobHandOffParams,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
@@ -325,12 +326,17 @@ class SqliteStore(SqlStore):
     def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         return self._fenced_refs("job_release_many", refs)
 
-    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef]) -> set[int]:
+    def job_hand_off_many(self, params: JobHandOffParams) -> set[int]:
+        delay = self._seconds_arg(max(0.0, params.delay))
+        return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
+
+    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
         if not refs:
             return set()
         pairs = json.dumps([[r.id, r.lease_token] for r in refs])
         with self._write() as db:
-            rows = db.execute(Q[query], {"refs": pairs, "now": now_micros()}).fetchall()
+            args = {"refs": pairs, "now": now_micros(), **extra}
+            rows = db.execute(Q[query], args).fetchall()
             accepted = {row["id"] for row in rows}
             _count_fence_rejections(db, [(r.id, r.lease_token) for r in refs], accepted)
         return accepted
