@@ -8,7 +8,8 @@ app = chronoq.App()  # CHRONOQ_DSN, default sqlite:///chronoq.db
 @app.task(queue="emails", max_attempts=8, backoff=chronoq.Backoff(base=2, cap=3600), lease=60)
 def send_email(ctx: chronoq.JobContext, to: str, subject: str) -> None: ...
 
-send_email.defer(to="a@example.com", subject="hi", delay="4h")
+send_email.defer(to="a@example.com", subject="hi")
+send_email.configure(delay="4h").defer(to="b@example.com", subject="hi")
 ```
 """
 
@@ -21,6 +22,7 @@ from chronoq.core.enqueue import Enqueued, JobSpec
 from chronoq.core.jobs import Job, JobStatus, Outcome, Stat
 from chronoq.core.misfire import MisfirePolicy
 from chronoq.core.schedules import Schedule, ScheduleSpec
+from chronoq.deferrer import Deferrer
 from chronoq.errors import (
     ChronoqError,
     ConfigError,
@@ -60,6 +62,7 @@ __all__ = [
     "ChronoqError",
     "Config",
     "ConfigError",
+    "Deferrer",
     "Discard",
     "EnqueueError",
     "Enqueued",

@@ -126,7 +126,10 @@ def delay_seconds(delay: object) -> float:
     if delay is None:
         return 0.0
     if isinstance(delay, str):
-        return parse_duration(delay).total_seconds()
+        try:
+            return parse_duration(delay).total_seconds()
+        except InvalidDuration as exc:
+            raise InvalidDuration(f"delay: {exc}") from None
     if isinstance(delay, timedelta):
         seconds = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
