@@ -6,7 +6,8 @@ app = chronoq.App()                                   # CHRONOQ_DSN or sqlite://
 @app.task(queue="emails", max_attempts=8, backoff=chronoq.Backoff(base=2, cap=3600), lease=60)
 def send_email(ctx: chronoq.JobContext, to: str, subject: str) -> None: ...
 
-send_email.defer(to="a@example.com", subject="hi", delay=timedelta(hours=4))
+send_email.defer(to="a@example.com", subject="hi")
+send_email.configure(delay=timedelta(hours=4), key="b").defer(to="b@example.com", subject="hi")
 app.enqueue("send_email", {"to": "a@example.com", "subject": "hi"}, key="welcome-42")
 ```
 
@@ -22,9 +23,19 @@ import collections
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
@@ -34,6 +45,7 @@ from chronoq.core.enqueue import (
     Enqueued,
     EnqueueDefaults,
     JobSpec,
+    TaskSettings,
     did_you_mean,
     prepare,
 )
@@ -47,8 +59,11 @@ from chronoq.core.validate import (
     check_int,
     check_name,
     check_positive_seconds,
+    check_schedule_name,
 )
+from chronoq.deferrer import DEFER_OPTIONS, DeferOptions, Deferrer, configure, payload_of
 from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
+from chronoq.fleet import FleetLookup
 from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
@@ -56,34 +71,26 @@ from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitPar
 
 if TYPE_CHECKING:
     from chronoq.observability.metrics import Metrics
+    from chronoq.worker.context import JobContext
 
 log = logging.getLogger("chronoq.app")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-RESERVED_OPTIONS = frozenset(
-    {
-        "delay",
-        "run_at",
-        "key",
-        "queue",
-        "priority",
-        "max_attempts",
-        "conn",
-        "misfire",
-        "misfire_grace",
-        "rate_key",
-    }
-)
-
 
 class Task(Generic[P, R]):
-    """A registered handler. Calling it runs the function; `defer` enqueues a job for it."""
+    """A registered handler. Calling it runs the function; `defer` enqueues a job for it, and
+    `configure` sets the job's options.
+
+    `P` is the handler's payload: its parameters after a first `ctx: JobContext`, if any, so
+    type checkers hold `defer` to them. A direct call is checked for the payload, with or
+    without a context.
+    """
 
     def __init__(
         self,
         app: App,
-        fn: Callable[P, R],
+        fn: Callable[..., R],
         *,
         name: str,
         queue: str,
@@ -108,29 +115,60 @@ class Task(Generic[P, R]):
         self.timeout = None if timeout is None else check_positive_seconds("timeout", timeout)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_context, self.payload_signature = _split_context(fn)
-        _refuse_reserved(self.name, self.payload_signature)
         self.payload_shape = PayloadShape.of(self.name, self.payload_signature)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+    # A handler that takes a context is called with one, the others without: the types cannot
+    # tell the two apart (`P` leaves the context out), so both calls are checked for the rest.
+    @overload
+    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
+    def __call__(self, ctx: JobContext, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> R:
         return self.fn(*args, **kwargs)
 
-    def defer(self, **payload_and_options: Any) -> Enqueued:
-        """Enqueue a job; options `delay`, `run_at`, `key`, `queue`, `priority`,
-        `max_attempts`, `misfire`, `misfire_grace`, `rate_key` and `conn` are taken out, every
-        other keyword is the payload."""
-        options, payload = _split_options(payload_and_options)
-        return self.app.enqueue(self.name, payload, **options)
+    def defer(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """Enqueue a job whose payload is the handler's arguments (by keyword, or by position
+        for parameters that take both). Every name is the payload's: options go through
+        `configure`."""
+        return self.app.enqueue(self.name, payload_of(self, args, kwargs))
 
-    async def defer_async(self, **payload_and_options: Any) -> Enqueued:
-        options, payload = _split_options(payload_and_options)
-        return await self.app.enqueue_async(self.name, payload, **options)
+    async def defer_async(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        return await self.app.enqueue_async(self.name, payload_of(self, args, kwargs))
+
+    def configure(self, **options: Unpack[DeferOptions]) -> Deferrer[P]:
+        """This task with enqueue options, each checked now: `delay` or `run_at`, `key`,
+        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key` and
+        `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async` take the payload::
+
+            send_email.configure(delay="4h", key="welcome-42").defer(to="a@b.c", subject="hi")
+        """
+        return configure(self, options)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.queue}>"
 
 
 class _TaskDecorator(Protocol):
+    @overload
+    def __call__(self, fn: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
+
+    @overload
     def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class _ScheduleDecorator(Protocol):
+    """`App.schedule` as a decorator: it gives back the task, registering a function first."""
+
+    @overload
+    def __call__(self, target: Task[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, target: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, target: Callable[P, R], /) -> Task[P, R]: ...
 
 
 class App:
@@ -141,7 +179,14 @@ class App:
     `chronoq.observability.metrics.Metrics`, None by default) is one: setting it subscribes it.
     """
 
-    def __init__(self, dsn: str | None = None, *, config: Config | None = None, **settings: Any):
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        config: Config | None = None,
+        fleet_tasks: bool = False,
+        **settings: Any,
+    ):
         # The dsn joins the other settings before they are validated: rules across fields
         # (tiered dispatch needs PostgreSQL) must see the store this app will use.
         base = config or Config.load(dsn=dsn, **settings)
@@ -154,6 +199,11 @@ class App:
         self.key_limits: dict[tuple[str, str], KeyLimit] = {}
         self._store: JobStore | None = None
         self._store_lock = threading.Lock()
+        # Without handlers of its own, an app with `fleet_tasks` learns each task's queue and
+        # settings from the fleet registry (what `chronoq enqueue` and `chronoq serve` do
+        # without --app).
+        self.fleet_tasks = fleet_tasks
+        self._fleet = FleetLookup(lambda: self.store, max_age=2.0)
 
     @property
     def metrics(self) -> Metrics | None:
@@ -168,6 +218,9 @@ class App:
         self._metrics = metrics
 
     # -- tasks ----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
 
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
@@ -214,7 +267,7 @@ class App:
         rule = job_misfire(misfire, misfire_grace)
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
-            task = Task(
+            task: Task[Any, Any] = Task(
                 self,
                 func,
                 # `is None`, not `or`: an empty name or a zero is a mistake to report, not a
@@ -359,13 +412,23 @@ class App:
             return await self._insert_async(conn, [to_params(spec) for spec in specs])
         return await asyncio.to_thread(lambda: self.enqueue_many(specs, conn=conn))
 
-    def _enqueue_defaults(self) -> EnqueueDefaults:
+    def _enqueue_defaults(self, *, fleet: bool = False) -> EnqueueDefaults:
         config = self.config  # read at each enqueue: a command may give the app another DSN
-        return EnqueueDefaults(config.default_queue, config.default_lease, config.payload_limit)
+        return EnqueueDefaults(
+            config.default_queue, config.default_lease, config.payload_limit, fleet=fleet
+        )
+
+    def known_tasks(self) -> Mapping[str, TaskSettings]:
+        """The tasks enqueue checks jobs against: this app's own, or with `fleet_tasks` and
+        none of its own, those a live or recent process knows (read at most every 2 s)."""
+        if self.tasks or not self.fleet_tasks:
+            return self.tasks
+        return self._fleet.tasks()
 
     def _preparer(self) -> Callable[[JobSpec], JobInsertParams]:
         """A job spec to the store's insert parameters, in one pass through `prepare`."""
-        tasks, defaults = self.tasks, self._enqueue_defaults()
+        tasks = self.known_tasks()
+        defaults = self._enqueue_defaults(fleet=self.fleet_tasks and not self.tasks)
         return lambda spec: prepare(spec, tasks, defaults, JobInsertParams)
 
     def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
@@ -402,6 +465,40 @@ class App:
         return _enqueued(results)
 
     # -- schedules and limits -------------------------------------------------------------
+
+    @overload
+    def schedule(
+        self,
+        cadence: str,
+        task: str | Task[Any, Any],
+        *,
+        name: str | None = None,
+        zone: str = "UTC",
+        payload: dict[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        misfire: str = "coalesce",
+        misfire_grace: timedelta | float | str | None = None,
+        catch_up: int | None = None,
+        jitter: timedelta | float | str | None = None,
+    ) -> ScheduleSpec: ...
+
+    @overload
+    def schedule(
+        self,
+        cadence: str,
+        task: None = None,
+        *,
+        name: str | None = None,
+        zone: str = "UTC",
+        payload: dict[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        misfire: str = "coalesce",
+        misfire_grace: timedelta | float | str | None = None,
+        catch_up: int | None = None,
+        jitter: timedelta | float | str | None = None,
+    ) -> _ScheduleDecorator: ...
 
     def schedule(
         self,
@@ -475,6 +572,7 @@ class App:
         jitter: timedelta | float | str | None = None,
     ) -> ScheduleSpec:
         """Validate a schedule against this app: its task, payload, queue and timing."""
+        check_schedule_name(name)  # before the task: a name no URL can reach is the first fault
         job = self.prepare(JobSpec(task, payload, queue=queue, priority=priority))
         return ScheduleSpec.build(
             name=name,
@@ -585,27 +683,11 @@ def _is_context_param(param: inspect.Parameter) -> bool:
     return param.name in ("ctx", "context") or str(text).endswith("JobContext")
 
 
-def _refuse_reserved(task: str, signature: inspect.Signature) -> None:
-    clash = sorted((RESERVED_OPTIONS | RENAMED_OPTIONS.keys()) & set(signature.parameters))
-    if clash:
-        raise ConfigError(
-            f"task {task!r} has parameters named {', '.join(clash)}, which Task.defer uses for "
-            "options; rename them, or enqueue with app.enqueue(task, payload, ...)"
-        )
-
-
-def _split_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    _refuse_renamed(values)
-    options = {k: v for k, v in values.items() if k in RESERVED_OPTIONS}
-    payload = {k: v for k, v in values.items() if k not in RESERVED_OPTIONS}
-    return options, payload
-
-
 def _spec_from_options(
     task: str, payload: dict[str, Any] | None, options: dict[str, Any]
 ) -> JobSpec:
     _refuse_renamed(options)
-    unknown = set(options) - (RESERVED_OPTIONS - {"conn"})
+    unknown = set(options) - (DEFER_OPTIONS - {"conn"})
     if unknown:
         raise ConfigError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
     return JobSpec(task, payload, **options)

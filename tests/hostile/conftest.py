@@ -28,8 +28,15 @@ _TABLES = (
     "chronoq_key_limits",
     "chronoq_key_buckets",
     "chronoq_leaders",
+    "chronoq_processes",
 )
-_SEEDED = ("chronoq_jobs", "chronoq_schedules", "chronoq_queues", "chronoq_key_limits")
+_SEEDED = (
+    "chronoq_jobs",
+    "chronoq_schedules",
+    "chronoq_queues",
+    "chronoq_key_limits",
+    "chronoq_processes",
+)
 
 Connection = psycopg.Connection[tuple[object, ...]]
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from chronoq import App, ChronoqError, JobSpec, Outcome
+from chronoq.core.fleet import PayloadParam, ProcessInfo, TaskInfo
 from chronoq.scheduling import key_limit, queue_limit_params
 from chronoq.storage.base import (
     JobClaimParams,
@@ -26,6 +27,7 @@ from chronoq.storage.base import (
     JobInsertParams,
     JobListParams,
     JobStore,
+    ProcessBeatParams,
     QueueSettings,
 )
 from tests.integration.cli_support import Result
@@ -39,6 +41,29 @@ SEED_KEY = "🎉 ключ ' OR '1'='1"
 SEED_SCHEDULE = "seed-schedule"
 SEED_LIMITED = "seed-limited"
 SEED_PATTERN = "tenant:*"
+# A worker the fleet registry knows, which runs the task "t" that the commands enqueue (a
+# producer without the handlers' code refuses tasks no worker knows), taking any payload.
+SEED_WORKER = ProcessInfo(
+    id="seed:0:0",
+    kind="worker",
+    host="seed",
+    pid=1,
+    version="0",
+    queues=("default",),
+    tasks=(
+        TaskInfo(
+            name="t",
+            queue="default",
+            priority=0,
+            max_attempts=20,
+            lease=60.0,
+            timeout=None,
+            misfire="run_late",
+            misfire_grace=None,
+            params=(PayloadParam("payload", "var_keyword", required=False),),
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +171,7 @@ def seed(app: App) -> int:
     app.add_schedule(schedule)
     store.queue_limit(queue_limit_params(SEED_LIMITED, "10/s", None, 5))
     store.key_limit_set(SEED_LIMITED, key_limit(SEED_PATTERN, "1/s", None))
+    store.process_beat(ProcessBeatParams(SEED_WORKER, ttl=86_400))
     return dead.id
 
 

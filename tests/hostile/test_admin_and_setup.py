@@ -157,18 +157,19 @@ def test_a_task_registered_twice_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "make",
+    "handler",
     [
-        pytest.param(lambda: lambda delay: None, id="reserved-delay"),
-        pytest.param(lambda: lambda key, conn: None, id="reserved-key-conn"),
+        pytest.param(lambda delay: None, id="delay"),
+        pytest.param(lambda key, conn: None, id="key-conn"),
+        pytest.param(lambda ctx, at, run_at, queue: None, id="ctx-at-run-at-queue"),
     ],
 )
-def test_handlers_whose_parameters_clash_with_options_are_refused(
-    make: Callable[[], Callable[..., None]],
+def test_handlers_may_name_parameters_like_the_enqueue_options(
+    handler: Callable[..., None],
 ) -> None:
     app = App("sqlite:///never-opened.db")
-    with refused(ConfigError, "which Task.defer uses for options"):
-        app.task(name=HTML)(make())
+    task = app.task(name=HTML)(handler)
+    assert app.get_task(HTML) is task
 
 
 # -- DSNs -------------------------------------------------------------------------------------

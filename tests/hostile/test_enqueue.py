@@ -1,4 +1,5 @@
-"""Hostile input to `App.enqueue`, `Task.defer` and `App.enqueue_many`, on both stores.
+"""Hostile input to `App.enqueue`, `Task.defer`, `Task.configure` and `App.enqueue_many`, on
+both stores.
 
 Names, keys and payloads that the validators allow must come back byte for byte; anything else
 is refused with chronoq's own error, naming the problem, before anything is stored.
@@ -301,7 +302,7 @@ def test_extreme_but_legal_options_are_stored_exactly(
     arena.assert_seeds_intact()
 
 
-# -- Task.defer: the same options, and payloads that do not fit the handler -------------------
+# -- Task.defer and configure: the same options, and payloads that do not fit the handler ------
 
 
 def _register(arena: Arena) -> Any:
@@ -312,29 +313,37 @@ def _register(arena: Arena) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("payload", "error", "match"),
+    ("payload", "options", "error", "match"),
     [
-        pytest.param({}, InvalidPayload, "missing 'name'", id="missing"),
-        pytest.param({"name": "x", "nom": "y"}, InvalidPayload, "unexpected 'nom'", id="extra"),
-        pytest.param({"name": "x", SQL: 1}, InvalidPayload, "unexpected", id="sql-argument"),
-        pytest.param({"name": {1}}, InvalidPayload, "not valid JSON", id="set"),
-        pytest.param({"name": deep(300)}, InvalidPayload, "nested more than", id="deep"),
-        pytest.param({"name": "x", "queue": SQL}, UnknownQueue, "unknown queue", id="queue"),
-        pytest.param({"name": "x", "queue": "\x00"}, ConfigError, "control", id="queue-nul"),
-        pytest.param({"name": "x", "key": "\udcff"}, ConfigError, "UTF-8", id="key-surrogate"),
-        pytest.param({"name": "x", "delay": -1}, InvalidDuration, "negative", id="delay"),
-        pytest.param({"name": "x", "priority": True}, ConfigError, "got True", id="priority"),
+        pytest.param({}, {}, InvalidPayload, "missing 'name'", id="missing"),
+        pytest.param({"name": "x", "nom": "y"}, {}, InvalidPayload, "unexpected 'nom'", id="extra"),
+        pytest.param({"name": "x", SQL: 1}, {}, InvalidPayload, "unexpected", id="sql-argument"),
+        pytest.param({"name": {1}}, {}, InvalidPayload, "not valid JSON", id="set"),
+        pytest.param({"name": deep(300)}, {}, InvalidPayload, "nested more than", id="deep"),
         pytest.param(
-            {"name": "x", "run_at": datetime(2030, 1, 1)}, NaiveDatetime, "time zone", id="naive"
+            {"name": "x", "delay": 5}, {}, InvalidPayload, r"configure\(delay=", id="option"
+        ),
+        pytest.param({"name": "x"}, {"queue": SQL}, UnknownQueue, "unknown queue", id="queue"),
+        pytest.param({"name": "x"}, {"queue": "\x00"}, ConfigError, "control", id="queue-nul"),
+        pytest.param({"name": "x"}, {"key": "\udcff"}, ConfigError, "UTF-8", id="key-surrogate"),
+        pytest.param({"name": "x"}, {"delay": -1}, InvalidDuration, "negative", id="delay"),
+        pytest.param({"name": "x"}, {"priority": True}, ConfigError, "got True", id="priority"),
+        pytest.param({"name": "x"}, {SQL: 1}, ConfigError, "has no option", id="sql-option"),
+        pytest.param(
+            {"name": "x"}, {"run_at": datetime(2030, 1, 1)}, NaiveDatetime, "time zone", id="naive"
         ),
     ],
 )
 def test_defer_refuses_what_does_not_fit(
-    arena: Arena, payload: dict[str, Any], error: type[ChronoqError], match: str
+    arena: Arena,
+    payload: dict[str, Any],
+    options: dict[str, Any],
+    error: type[ChronoqError],
+    match: str,
 ) -> None:
     greet = _register(arena)
     with refused(error, match):
-        greet.defer(**payload)
+        (greet.configure(**options) if options else greet).defer(**payload)
     arena.assert_unharmed()
 
 

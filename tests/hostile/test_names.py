@@ -58,7 +58,7 @@ def test_a_legal_name_goes_everywhere_and_comes_back_exactly(arena: Arena, name:
     # A task of that name: registered, deferred, found again.
     task = app.task(name=name, queue=name)(_handler)
     assert app.get_task(name) is task
-    deferred = app.get_job(task.defer(key=f"{name} again").id)
+    deferred = app.get_job(task.configure(key=f"{name} again").defer().id)
     assert deferred is not None and (deferred.task, deferred.queue) == (name, name)
     assert deferred.status is JobStatus.PENDING
     assert store.schedule_remove(schedule_name)

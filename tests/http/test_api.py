@@ -10,9 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 import chronoq
-from chronoq.core.jobs import Outcome
+from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.http.auth import TokenTable
 from chronoq.storage.base import JobClaimParams, JobFinishParams, JobListParams
+from tests.integration.cli_support import run_cli
 
 from .conftest import ADMIN, READER, make_client
 
@@ -96,7 +97,7 @@ def test_enqueue_a_batch(client: TestClient, app: chronoq.App) -> None:
             "PayloadTooLarge",
         ),
         ({"task": "send_email", "payload": [1, 2]}, 422, "payload", "ValidationError"),
-        ({"task": "cleanup", "run_at": "2027-01-01T09:00:00"}, 422, "run_at", "ValidationError"),
+        ({"task": "cleanup", "run_at": "2027-01-01T09:00:00"}, 422, "run_at", "NaiveDatetime"),
         ({"task": "cleanup", "delay": "soon"}, 422, "delay", "InvalidDuration"),
         ({"task": "cleanup", "queue": "nope"}, 422, "queue", "UnknownQueue"),
         ({"task": "cleanup", "run_at": LATER, "delay": 5}, 422, "delay", "ConfigError"),
@@ -167,7 +168,11 @@ def test_one_bad_job_refuses_the_whole_batch(client: TestClient, app: chronoq.Ap
     ]
     _error(client.post("/api/v1/jobs/batch", json={"jobs": jobs}), 422, "jobs[2].task")
     naive = [{"task": "cleanup"}, {"task": "cleanup", "run_at": "2027-01-01T09:00:00"}]
-    _error(client.post("/api/v1/jobs/batch", json={"jobs": naive}), 422, "jobs[1].run_at")
+    error = _error(client.post("/api/v1/jobs/batch", json={"jobs": naive}), 422, "jobs[1].run_at")
+    assert (error["type"], error["message"]) == (
+        "NaiveDatetime",
+        "jobs[1].run_at has no time zone: give an offset, e.g. 2027-01-01T09:00:00Z",
+    )
     _error(client.post("/api/v1/jobs/batch", json={"jobs": []}), 422, "jobs")
     assert _stored(app) == []
 
@@ -354,13 +359,42 @@ def test_queues_and_stats(client: TestClient, app: chronoq.App) -> None:
     )
     assert client.post("/api/v1/queues/emails/pause").json()["paused"] is True
     assert client.post("/api/v1/queues/emails/resume").json()["paused"] is False
-    assert client.get("/api/v1/stats").json() == [
-        {"queue": "emails", "status": "pending", "count": 2}
-    ]
+    stats = client.get("/api/v1/stats").json()
+    assert stats["queues"] == {
+        "emails": {
+            "pending": 2,
+            "running": 0,
+            "done": 0,
+            "dead": 0,
+            "cancelled": 0,
+            "skipped": 0,
+            "total": 2,
+        }
+    }
+    assert stats["totals"] == stats["queues"]["emails"]
     overview = client.get("/api/v1/overview").json()
     assert [q["queue"] for q in overview["queues"]] == ["emails"]
     assert len(overview["throughput"]) == 30
     _error(client.get("/api/v1/overview", params={"window": 86_400, "bucket": 1}), 422, "bucket")
+
+
+def test_the_api_and_the_cli_give_the_same_stats_document(
+    client: TestClient, app: chronoq.App, dsn: str
+) -> None:
+    _make_dead(app, "emails", 2)
+    _make_dead(app, "default")
+    app.enqueue("send_email", {"to": "a@example.com"})
+    app.store.job_cancel(app.enqueue("cleanup").id)
+    printed = run_cli("stats", "--dsn", dsn, "--json")
+    assert printed.code == 0, printed.err
+    answered = client.get("/api/v1/stats")
+    assert answered.status_code == 200
+    assert answered.json() == printed.json()
+    assert set(answered.json()["totals"]) == {str(status) for status in JobStatus} | {"total"}
+    assert (answered.json()["queues"]["emails"]["dead"], answered.json()["totals"]["total"]) == (
+        2,
+        5,
+    )
 
 
 def test_a_queue_nobody_knows_is_refused_unless_created_and_can_be_removed(

@@ -143,7 +143,10 @@ class Spawner:
 
 
 def enqueue(url: str, task: str, *options: str) -> int:
-    result = run_cli("enqueue", task, "--dsn", url, "--json", *options)
+    """Enqueue by name. Without `--app` (a producer without the handlers' code, and no worker
+    registered yet), on `default` unless the options name a queue."""
+    queue = () if {"--queue", "--app"} & set(options) else ("--queue", "default")
+    result = run_cli("enqueue", task, "--dsn", url, "--json", *queue, *options)
     assert result.code == 0, result.err
     job_id: int = result.json()["id"]
     return job_id

@@ -66,14 +66,14 @@ def test_migrate_is_idempotent(url: str) -> None:
 def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'new.db'}"
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {
-        "applied": ["0001_jobs", "0002_time", "0003_observe", "0004_tier"]
+        "applied": ["0001_jobs", "0002_time", "0003_observe", "0004_tier", "0005_fleet"]
     }
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
 
 
 def test_dsn_is_read_from_the_environment(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHRONOQ_DSN", url)
-    job_id = int(run_cli("enqueue", "from_env").out)
+    job_id = int(run_cli("enqueue", "from_env", "--queue", "default").out)
     assert run_cli("jobs", "show", str(job_id), "--dsn", url, "--json").json()["task"] == "from_env"
 
 
@@ -162,8 +162,8 @@ def test_enqueue_with_delay_and_at(url: str, reader: App) -> None:
 
 
 def test_duplicate_key_returns_the_first_job(url: str) -> None:
-    first = run_cli("enqueue", "charge", "--key", "order-7", "--dsn", url, "--json")
-    second = run_cli("enqueue", "charge", "--key", "order-7", "--dsn", url)
+    first = run_cli("enqueue", "charge", "--queue", "q", "--key", "order-7", "--dsn", url, "--json")
+    second = run_cli("enqueue", "charge", "--queue", "q", "--key", "order-7", "--dsn", url)
     assert first.json() == {"id": first.json()["id"], "created": True}
     assert second.code == 0
     assert second.out == f"{first.json()['id']}\n"

@@ -68,8 +68,8 @@ def test_a_usage_error_is_reported_before_the_missing_file(tmp_path: Path) -> No
     "argv",
     [
         ["migrate"],
-        ["enqueue", "ping"],
-        ["schedule", "add", "nightly", "0 3 * * *", "--task", "cleanup"],
+        ["enqueue", "ping", "--queue", "default"],
+        ["schedule", "add", "nightly", "0 3 * * *", "--task", "cleanup", "--queue", "default"],
     ],
 )
 def test_a_command_that_adds_to_a_store_creates_it(argv: list[str], tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_a_command_that_adds_to_a_store_creates_it(argv: list[str], tmp_path: Pa
 
 def test_a_reader_on_an_existing_file_reads_it(tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'there.db'}"
-    assert run_cli("enqueue", "ping", "--dsn", dsn).code == 0
+    assert run_cli("enqueue", "ping", "--queue", "default", "--dsn", dsn).code == 0
     listed = run_cli("jobs", "list", "--dsn", dsn, "--json")
     assert listed.code == 0
     assert [job["task"] for job in listed.json()] == ["ping"]

@@ -147,7 +147,7 @@ def test_queue_limits_refuse_bad_input(url: str, argv: list[str], words: str) ->
 
 def test_enqueue_takes_misfire_and_rate_key(url: str, reader: App) -> None:
     result = run_cli(
-        "enqueue", "report", "--misfire", "skip", "--misfire-grace", "2m",
+        "enqueue", "report", "--queue", "default", "--misfire", "skip", "--misfire-grace", "2m",
         "--rate-key", "customer:7", "--dsn", url, "--json",
     )  # fmt: skip
     assert result.code == 0, result.err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -76,3 +76,21 @@ def test_the_async_batch_refuses_alike(app: chronoq.App) -> None:
     specs[100] = chronoq.JobSpec("send", {"to": "x"})
     assert len(asyncio.run(app.enqueue_many_async(specs))) == 300
     assert total(app) == 300
+
+
+def test_configured_options_apply_and_a_parameter_named_key_is_payload(dsn: str) -> None:
+    with chronoq.App(dsn) as app:
+
+        @app.task
+        def remember(key: str) -> None: ...
+
+        enqueued = remember.configure(delay=timedelta(hours=4), key="job key").defer(
+            key="payload value"
+        )
+        job = app.get_job(enqueued.id)
+        assert job is not None
+        assert (job.payload, job.key) == ({"key": "payload value"}, "job key")
+        # Both come from the database clock; PostgreSQL reads it twice, microseconds apart.
+        assert abs(job.run_at - job.created_at - timedelta(hours=4)) < timedelta(seconds=1)
+        again = remember.configure(key="job key").defer(key="another payload")
+        assert (again.id, again.created) == (enqueued.id, False)  # the key held by a live job

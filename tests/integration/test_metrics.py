@@ -61,8 +61,8 @@ def test_a_drained_workload_counts_each_queue_and_task(app: chronoq.App) -> None
     async def ping() -> None:
         pass
 
-    send.defer(n=0, key="once")
-    assert not send.defer(n=0, key="once").created  # a live job held the key: not counted
+    send.configure(key="once").defer(n=0)
+    assert not send.configure(key="once").defer(n=0).created  # a live job held the key: not counted
     app.enqueue_many([chronoq.JobSpec("send", {"n": n}) for n in (1, 2, 3)])  # streamed
     app.enqueue_many([chronoq.JobSpec("send", {"n": 4}, key="four")])  # keyed: one insert
     flaky.defer()
@@ -147,8 +147,8 @@ def test_leases_the_rescuer_ends_are_counted(app: chronoq.App, rescuer: str) -> 
 
     # Claimed an hour ago by a worker that died: both leases ran out long ago.
     hour_ago = app.store.db_now() - timedelta(hours=1)
-    once.defer(run_at=hour_ago - timedelta(minutes=1))
-    again.defer(run_at=hour_ago - timedelta(minutes=1))
+    once.configure(run_at=hour_ago - timedelta(minutes=1)).defer()
+    again.configure(run_at=hour_ago - timedelta(minutes=1)).defer()
     claim = JobClaimParams(["default"], 10, "gone:0:0", now=hour_ago)
     assert len(app.store.job_claim_with_wakeup(claim).jobs) == 2
     if rescuer == "scheduler":

@@ -144,7 +144,7 @@ def test_delayed_job_wakes_the_worker_by_timer_not_by_poll(app: chronoq.App) -> 
     def tick() -> None:
         pass
 
-    job_id = tick.defer(delay=timedelta(milliseconds=300)).id
+    job_id = tick.configure(delay=timedelta(milliseconds=300)).defer().id
     with running_worker(app, chronoq.WorkerOptions(poll_interval=60)) as (_, signals):
         signals.wait_for(lambda: len(signals.finishes) == 1, timeout=30)
     job = app.get_job(job_id)
@@ -345,7 +345,7 @@ def test_transactional_completion_commits_with_the_handlers_writes(dsn: str) -> 
                 conn.close()
 
         good = charge.defer(fail_after_write=False).id
-        bad = charge.defer(fail_after_write=True, max_attempts=1).id
+        bad = charge.configure(max_attempts=1).defer(fail_after_write=True).id
         burst(app)
         with connect() as check:
             rows = check.execute("SELECT job_id, token FROM effects").fetchall()
@@ -364,9 +364,9 @@ def test_enqueue_joins_the_callers_transaction(pg_dsn: str) -> None:
             pass
 
         with psycopg.connect(dsn) as conn:
-            welcome.defer(user=1, conn=conn)
+            welcome.configure(conn=conn).defer(user=1)
             conn.rollback()
-            kept = welcome.defer(user=2, conn=conn).id
+            kept = welcome.configure(conn=conn).defer(user=2).id
             conn.commit()
         assert [job.id for job in app.store.job_list(chronoq.storage.base.JobListParams())] == [
             kept
@@ -383,10 +383,10 @@ def test_async_enqueue_on_an_async_connection(pg_dsn: str) -> None:
 
         async def scenario() -> tuple[int, int]:
             async with await psycopg.AsyncConnection.connect(dsn) as conn:
-                first = await welcome.defer_async(user=1, conn=conn, key="w-1")
+                first = await welcome.configure(conn=conn, key="w-1").defer_async(user=1)
                 again = await app.enqueue_async("welcome", {"user": 1}, conn=conn, key="w-1")
                 await conn.commit()
-            plain = await welcome.defer_async(user=3, delay="1h")
+            plain = await welcome.configure(delay="1h").defer_async(user=3)
             assert again.id == first.id and not again.created
             return first.id, plain.id
 

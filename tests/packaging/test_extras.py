@@ -37,7 +37,7 @@ def test_the_core_commands_run_without_the_server_extra(tmp_path: Path) -> None:
         ["demo", "--jobs", "10", "--dsn", dsn],
         ["stats", "--dsn", dsn],
         ["jobs", "list", "--dsn", dsn],
-        ["enqueue", "anything", "--dsn", dsn],
+        ["enqueue", "anything", "--queue", "default", "--dsn", dsn],
         ["schedule", "preview", "0 9 * * *", "--count", "1"],
         ["--help"],
     ):

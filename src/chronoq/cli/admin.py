@@ -7,10 +7,10 @@ from datetime import timedelta
 
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
-from chronoq.cli.output import dead_table, job_detail, jobs_table, stats_json, stats_table
+from chronoq.cli.output import dead_table, job_detail, jobs_table, stats_table
 from chronoq.cli.parser import UsageError
 from chronoq.config import Config
-from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.jobs import Job, JobStatus, stats_json
 from chronoq.errors import JobNotFound
 from chronoq.storage import open_store
 from chronoq.storage.base import (

@@ -61,7 +61,8 @@ def open_app(dsn: str | None, app_spec: str | None = None) -> App:
         config = Config.load(dsn=dsn)
         if _EXISTING_STORE_ONLY.get():
             require_existing_store(config.dsn)
-        return App(config=config)
+        # No handlers here: a job's queue and settings come from the workers that run it.
+        return App(config=config, fleet_tasks=True)
     app = load_app(app_spec)
     if dsn:
         app.close()  # a store opened at import time still points at the module's database

@@ -12,13 +12,13 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from chronoq.core.jobs import Job, JobStatus, Stat
+from chronoq.core.jobs import Job, JobStatus, Stat, stats_json
 
 STATUS_STYLES = {
     JobStatus.PENDING: "cyan",
@@ -164,22 +164,6 @@ def _detail_rows(job: Job) -> Iterable[tuple[str, str | Text]]:
     )
     if job.fence_rejections:
         yield "refused writes", f"{job.fence_rejections} (stale lease tokens: a worker lost it)"
-
-
-def stats_json(stats: Iterable[Stat]) -> dict[str, Any]:
-    """Every status is present in every queue (zero when no job has it) so the shape is fixed."""
-    queues: dict[str, dict[str, int]] = {}
-    totals = _zero_counts()
-    for stat in stats:
-        counts = queues.setdefault(stat.queue, _zero_counts())
-        for bucket in (counts, totals):
-            bucket[str(stat.status)] += stat.count
-            bucket["total"] += stat.count
-    return {"queues": dict(sorted(queues.items())), "totals": totals}
-
-
-def _zero_counts() -> dict[str, int]:
-    return {str(status): 0 for status in JobStatus} | {"total": 0}
 
 
 def stats_table(stats: Iterable[Stat]) -> Table:

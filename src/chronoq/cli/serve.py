@@ -19,6 +19,7 @@ from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.cli.worker import watch_app
 from chronoq.errors import ConfigError
+from chronoq.fleet import Beacon, new_process_id, this_process
 from chronoq.http.auth import TokenTable
 from chronoq.http.connections import HEADER_BYTES, KEEP_ALIVE_SECONDS, with_header_deadline
 from chronoq.http.context import HttpContext
@@ -83,9 +84,13 @@ def serve(run: Invocation) -> int:
         limit_concurrency=args.max_connections,
     )
     _stop_quietly_after_uvicorn()
+    server_info = this_process(new_process_id(), "server", app.tasks.values())
+    beacon = Beacon(app.store, lambda: server_info)
+    beacon.start()
     try:
         uvicorn.Server(config).run(sockets=[listener])
     finally:
+        beacon.stop()
         listener.close()
         app.close()
     log.info("stopped serving", extra={"action": "serve.stop"})

@@ -1,10 +1,11 @@
 """Enqueue preparation: one job as its producer gives it, turned into what the store inserts.
 
-Every producer takes the same single pass through `prepare`: `App.enqueue`, `enqueue_many` and
-`Task.defer`, the HTTP API's enqueue and batch enqueue, and `chronoq enqueue`. It reads a
-`JobSpec`, fills in what the job leaves out from its task's settings (or, for a task the
-producer does not know, from the app's defaults), and refuses bad input with chronoq's own error
-naming the field. It reads nothing but its arguments and writes nothing, so it is tested alone.
+Every producer takes the same single pass through `prepare`: `App.enqueue`, `enqueue_many`,
+`Task.defer` (and its `configure`d form), the HTTP API's enqueue and batch enqueue, and
+`chronoq enqueue`. It reads a `JobSpec`, fills in what the job leaves out from its task's
+settings (or, for a task the producer does not know, from the app's defaults), and refuses bad
+input with chronoq's own error naming the field. It reads nothing but its arguments and writes
+nothing, so it is tested alone.
 
 ```
  JobSpec ──► prepare(spec, tasks, defaults) ──► PreparedJob ──► (app) store insert params
@@ -37,7 +38,7 @@ from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
 MAX_ATTEMPTS_LIMIT = 1000
 _POLICY_TEXT = {policy: policy.value for policy in MisfirePolicy}  # `.value` is a slow property
 # Old names of job options, in Python and in the HTTP API: given one, a caller is told the new
-# name (`Task.defer` would otherwise take it for a payload field).
+# name.
 RENAMED_OPTIONS = {"at": "run_at"}
 
 
@@ -94,6 +95,10 @@ class EnqueueDefaults:
     queue: str
     lease: float
     payload_limit: int
+    # The tasks come from the fleet registry (`chronoq.core.fleet.catalog`), not from handlers
+    # in this process: a task no live or recent process knows is refused, even when none is
+    # known, unless the job names its queue (a task whose workers are not deployed yet).
+    fleet: bool = False
 
 
 # Not frozen, like the store's insert parameters: one is built per job on the bulk-enqueue
@@ -167,11 +172,33 @@ def prepare(
     """Check `spec` against the registered `tasks` (none: any task name is accepted) and fill
     in what it leaves out; raises before anything is stored, naming the field at fault.
     Returns a `PreparedJob`, or what `build` makes of the same fields."""
-    task = _task(spec.task, tasks)
+    task = _task(spec, tasks, defaults)
     queue = _queue(spec.queue, task, tasks, defaults)
     payload_json = encode_payload(spec.task, spec.payload, defaults.payload_limit)
     if task is not None:
         task.payload_shape.check(spec.payload or {})
+    lease = task.lease if task is not None else defaults.lease
+    return _build(spec, task, queue, payload_json, lease, build)
+
+
+def check_options(spec: JobSpec, task: TaskSettings) -> None:
+    """Check the options of a job of `task` before its payload is known (`Task.configure`),
+    with the checks and errors of `prepare`. Two checks wait for `prepare`: the payload's, and
+    whether a task of the app uses the queue, which depends on what is registered by then."""
+    if spec.queue is not None:
+        check_name("queue", spec.queue)
+    _build(spec, task, spec.queue or task.queue, "{}", task.lease, PreparedJob)
+
+
+def _build(
+    spec: JobSpec,
+    task: TaskSettings | None,
+    queue: str,
+    payload_json: str,
+    lease: float,
+    build: JobBuilder[J],
+) -> J:
+    """The job's options, checked and completed from its task, built with its payload."""
     if spec.run_at is not None and spec.delay is not None:
         raise ConfigError("give either `run_at` or `delay`, not both")
     misfire = _misfire(spec, task)
@@ -184,7 +211,7 @@ def prepare(
         delay_seconds=0.0 if spec.delay is None else delay_seconds(spec.delay),
         priority=_priority(spec.priority, task),
         max_attempts=_max_attempts(spec.max_attempts, task),
-        lease_seconds=task.lease if task is not None else defaults.lease,
+        lease_seconds=lease,
         key=None if spec.key is None else check_key(spec.key),
         misfire=_POLICY_TEXT[misfire.policy],
         misfire_grace=(
@@ -194,13 +221,23 @@ def prepare(
     )
 
 
-def _task(name: str, tasks: Mapping[str, TaskSettings]) -> TaskSettings | None:
-    """The registered task of that name; None when no task is registered (any name goes)."""
+def _task(
+    spec: JobSpec, tasks: Mapping[str, TaskSettings], defaults: EnqueueDefaults
+) -> TaskSettings | None:
+    """The registered task of that name; None when no task is registered (any name goes), or
+    for a task the fleet does not know yet whose job names its queue."""
+    name = spec.task
     # A registered task's name was checked when it was registered.
     task = tasks.get(name) if isinstance(name, str) else None
     if task is None:
         check_name("task", name)
-        if tasks:
+        if defaults.fleet and spec.queue is None:
+            raise UnknownTask(
+                f"unknown task {name!r}: no live or recent worker knows it"
+                f"{did_you_mean(name, tasks)} (give the job's queue to enqueue it before its "
+                "workers are deployed)"
+            )
+        if tasks and not defaults.fleet:
             raise UnknownTask(f"unknown task {name!r}{did_you_mean(name, tasks)}")
     return task
 
@@ -217,6 +254,10 @@ def _queue(
     check_name("queue", queue)
     if task is not None and queue == task.queue:
         return queue  # the common case, answered without looking at every task
+    if defaults.fleet:
+        # The registry knows what has been deployed, not what is about to be: a queue given
+        # explicitly is taken as the producer's word.
+        return queue
     used = list(dict.fromkeys(other.queue for other in tasks.values()))
     if used and queue not in used:
         raise UnknownQueue(

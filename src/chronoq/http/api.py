@@ -23,7 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chronoq.core.enqueue import RENAMED_OPTIONS, Enqueued, JobSpec
-from chronoq.core.jobs import MAX_ID, Job, JobStatus
+from chronoq.core.jobs import MAX_ID, Job, JobStatus, stats_json
 from chronoq.core.schedules import Schedule
 from chronoq.core.validate import check_schedule_name
 from chronoq.errors import (
@@ -63,7 +63,7 @@ from chronoq.http.models import (
     QueueRemovedOut,
     RequeueOut,
     ScheduleOut,
-    StatOut,
+    StatsOut,
 )
 from chronoq.http.views import read_overview
 from chronoq.observability.recent import RecentFinished
@@ -216,12 +216,10 @@ def _job_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None:
             raise ApiError(409, "JobFinished", f"job {job_id} is {job.status}; not cancelled")
         return job.to_json()
 
-    @reader.get("/stats", response_model=list[StatOut], tags=["queues"])
-    def stats() -> list[dict[str, Any]]:
-        """Jobs per queue and status."""
-        return [
-            {"queue": s.queue, "status": s.status, "count": s.count} for s in ctx.app.store.stats()
-        ]
+    @reader.get("/stats", response_model=StatsOut, tags=["queues"])
+    def stats() -> dict[str, Any]:
+        """Jobs per queue and status, and in total: the document `chronoq stats --json` prints."""
+        return stats_json(ctx.app.store.stats())
 
     @reader.get("/overview", tags=["queues"])
     def overview(
@@ -517,6 +515,9 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     field = _location(first.get("loc", ()))
+    if first.get("type") == "timezone_aware" and field:
+        # The error the Python API and the CLI raise for the same mistake, with its message.
+        return error_response(422, "NaiveDatetime", fields.naive_message(field), field)
     kind = "MalformedJSON" if first.get("type") == "json_invalid" else "ValidationError"
     said = _renamed(first) if request.url.path.endswith(_JOB_BODIES) else None
     message = f"{field}: {said or first.get('msg', 'invalid')}" if field else str(first.get("msg"))

@@ -17,6 +17,7 @@ from chronoq.observability.events import (
     AttemptEnd,
     AttemptsEnded,
     AttemptStuck,
+    JobsHandedOff,
     JobsPruned,
     JobsReleased,
     LeaderChanged,
@@ -43,6 +44,7 @@ class EventLog:
             Subscription(AttemptsEnded, self.attempts_ended),
             Subscription(LeaseLost, self.lease_lost),
             Subscription(JobsReleased, self.jobs_released),
+            Subscription(JobsHandedOff, self.jobs_handed_off),
             Subscription(LeasesRescued, self.leases_rescued),
             Subscription(AttemptStuck, self.attempt_stuck),
             Subscription(AttemptAbandoned, self.attempt_abandoned),
@@ -102,6 +104,23 @@ class EventLog:
                 "action": "worker.release",
                 "worker": event.worker_id,
                 "job_ids": sorted(event.released),
+            },
+        )
+
+    def jobs_handed_off(self, event: JobsHandedOff) -> None:
+        tasks = sorted({job.task for job in event.jobs if job.id in event.handed_off})
+        if not tasks:
+            return
+        worker_log.info(
+            "gave back %d job(s) of task(s) %s, which this worker does not know and a live "
+            "worker does; they are due again in %.0fs, no attempt used",
+            len(event.handed_off),
+            ", ".join(tasks),
+            event.delay,
+            extra={
+                "action": "worker.hand_off",
+                "worker": event.worker_id,
+                "job_ids": sorted(event.handed_off),
             },
         )
 

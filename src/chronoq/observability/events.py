@@ -188,6 +188,18 @@ class JobsReleased(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JobsHandedOff(Event):
+    """Claimed jobs of tasks this worker does not know, given back unstarted, without using an
+    attempt, because a live worker that knows their task serves their queue (a rolling deploy);
+    due again after `delay` seconds. `handed_off`: the ids the store took back."""
+
+    worker_id: str
+    jobs: Sequence[Job]
+    handed_off: frozenset[int]
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
 class LeasesRescued(Event):
     """A rescue pass found expired leases: requeued jobs, and jobs that had no attempt left.
     `by` is who ran it: a worker id, or "scheduler"."""

@@ -26,11 +26,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from chronoq.core.fleet import ProcessInfo
 from chronoq.errors import ChronoqError, ConfigError
+from chronoq.fleet import BEAT_INTERVAL, Beacon, this_process
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import LeaderChanged, Observer, Observers, ServiceRan
 from chronoq.scheduler.services import CronEnqueuer, CronOptions, LeaseRescuer, Pruner, Service
@@ -54,11 +56,13 @@ class SchedulerOptions:
     rescue_interval: float = 5.0
     prune_interval: float = 60.0
     retention: timedelta = timedelta(days=7)
+    # How often the scheduler refreshes its record in the fleet registry (chronoq.fleet).
+    beat_interval: float = BEAT_INTERVAL
 
     def validated(self) -> SchedulerOptions:
         if not 0 < self.election_interval < self.leader_ttl / 2:
             raise ConfigError("election_interval must be positive and under half of leader_ttl")
-        for name in ("rescue_interval", "prune_interval"):
+        for name in ("rescue_interval", "prune_interval", "beat_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive seconds")
         if self.lookahead < timedelta(0) or self.retention < timedelta(0):
@@ -116,6 +120,8 @@ class Scheduler:
             _Due(LeaseRescuer(app, opts.rescue_interval, self.events)),
             _Due(Pruner(app, opts.retention, opts.prune_interval, self.events)),
         ]
+        self._info = this_process(self.holder, "scheduler", app.tasks.values())
+        self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
 
     @property
     def is_leader(self) -> bool:
@@ -124,6 +130,18 @@ class Scheduler:
     @property
     def tier(self) -> TierLeader | None:
         return self._tier
+
+    @property
+    def duties(self) -> tuple[str, ...]:
+        """The leader duties this scheduler holds now: "scheduler", "partition:N"."""
+        held = (DUTY,) if self.is_leader else ()
+        tier = self._tier
+        partitions = sorted(tier.partitions) if tier is not None else []
+        return held + tuple(f"partition:{number}" for number in partitions)
+
+    def _describe(self) -> ProcessInfo:
+        """The fleet registry's record of this scheduler, as of now (the beacon's thread)."""
+        return replace(self._info, duties=self.duties)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -138,6 +156,7 @@ class Scheduler:
             DUTY, self.holder, self.options.leader_ttl
         )
         tier: threading.Thread | None = None
+        self.beacon.start()
         try:
             tier = self._start_tier()
             log.info(
@@ -155,6 +174,7 @@ class Scheduler:
             elector.close()
             if self.state.term is not None:
                 self._step_down("stopped", graceful=True)
+            self.beacon.stop()
         if self._tier_failure is not None:
             raise self._tier_failure
 

@@ -50,7 +50,10 @@ class Executor:
         task = self.tasks.get(job.task)
         if task is None:
             known = ", ".join(sorted(self.tasks)) or "none"
-            message = f"task {job.task!r} is not registered in this worker (it knows: {known})"
+            message = (
+                f"task {job.task!r} is not registered in this worker (it knows: {known}), "
+                f"and no live worker serving queue {job.queue!r} knows it"
+            )
             return dead(attempt, "UnknownTask", message)
         misfit = task.payload_shape.misfit(job.payload)
         if misfit:

@@ -12,6 +12,7 @@ from chronoq.observability.events import (
     AttemptsEnded,
     AttemptStuck,
     JobsClaimed,
+    JobsHandedOff,
     JobsReleased,
     LeasesRescued,
     Subscription,
@@ -27,6 +28,7 @@ class WorkerStats:
     cancelled: int = 0
     lost: int = 0
     released: int = 0
+    handed_off: int = 0  # jobs of tasks this worker does not know, given to workers that do
     rescued: int = 0
     abandoned: int = 0
     # Sync handlers still running after their timeout failed the attempt. Their threads cannot
@@ -38,6 +40,7 @@ class WorkerStats:
             Subscription(JobsClaimed, self._claimed),
             Subscription(AttemptsEnded, self._ended),
             Subscription(JobsReleased, self._released),
+            Subscription(JobsHandedOff, self._handed_off),
             Subscription(LeasesRescued, self._rescued),
             Subscription(AttemptStuck, self._stuck),
             Subscription(AttemptAbandoned, self._abandoned),
@@ -61,6 +64,9 @@ class WorkerStats:
 
     def _released(self, event: JobsReleased) -> None:
         self.released += len(event.released)
+
+    def _handed_off(self, event: JobsHandedOff) -> None:
+        self.handed_off += len(event.handed_off)
 
     def _rescued(self, event: LeasesRescued) -> None:
         self.rescued += len(event.requeued) + len(event.dead)

@@ -38,17 +38,20 @@ import time
 import uuid
 from collections.abc import Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from chronoq.core.fleet import ProcessInfo
 from chronoq.core.jobs import Job
-from chronoq.errors import ConfigError, StoreError
+from chronoq.errors import ChronoqError, ConfigError, StoreError
+from chronoq.fleet import BEAT_INTERVAL, Beacon, FleetLookup, this_process
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import (
     AttemptAbandoned,
     AttemptStuck,
     HandlerReturned,
     JobsClaimed,
+    JobsHandedOff,
     JobsReleased,
     JobsStarted,
     Observer,
@@ -59,7 +62,7 @@ from chronoq.observability.events import (
     WriteFenced,
 )
 from chronoq.observability.logs import current_job
-from chronoq.storage.base import JobFinishParams
+from chronoq.storage.base import JobFinishParams, JobHandOffParams, JobLeaseRef
 from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
@@ -95,15 +98,22 @@ class WorkerOptions:
     # loop stalls every job of the process, and none of them is its to finish any more. The
     # command sets it; a program that runs a Worker itself decides for itself.
     exit_when_blocked: bool = False
+    # How often the worker refreshes its record in the fleet registry (chronoq.fleet).
+    beat_interval: float = BEAT_INTERVAL
+    # A job of a task this worker does not know, which a live worker serving its queue does
+    # know, is given back to be due again this many seconds later (see `Worker._hand_off`).
+    hand_off_delay: float = 2.0
 
     def validated(self) -> WorkerOptions:
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, got {self.batch_size}")
-        for name in ("poll_interval", "rescue_interval"):
+        for name in ("poll_interval", "rescue_interval", "beat_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive seconds, got {getattr(self, name)}")
+        if self.hand_off_delay < 0:
+            raise ConfigError(f"hand_off_delay must not be negative, got {self.hand_off_delay}")
         if self.shutdown_grace < 0:
             raise ConfigError(f"shutdown_grace must not be negative, got {self.shutdown_grace}")
         return self
@@ -172,6 +182,15 @@ class Worker:
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
         self.executor = Executor(app.tasks, self._handler_pool)
+        self.fleet = FleetLookup(lambda: app.store, max_age=1.0)
+        self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
+        self._info = this_process(
+            self.worker_id,
+            "worker",
+            app.tasks.values(),
+            queues=self.queues,
+            concurrency=opts.concurrency,
+        )
 
     def _default_source(self) -> JobSource:
         """Claims from the store, or (tiered dispatch) entries of the app's Redis Streams."""
@@ -209,6 +228,7 @@ class Worker:
         if self.app.limits or self.app.key_limits:
             await self._io(self.app.sync_limits)
         self.events.emit(WorkerStarted(self.worker_id, self.queues, self.options.concurrency))
+        self.beacon.start()
         self.source.start(self._wake_from_thread)
         helpers = [
             asyncio.create_task(rt.completer.run(), name="chronoq-completer"),
@@ -226,6 +246,7 @@ class Worker:
             await self._shutdown(helpers)
             self._closing.set()
             self.source.close()
+            await self._leave_fleet()
         if self._helper_failure is not None:
             raise self._helper_failure
         return self.stats
@@ -252,6 +273,16 @@ class Worker:
             extra={"action": "worker.helper_failed", "worker": self.worker_id},
         )
         self.request_stop(immediate=True)
+
+    def _describe(self) -> ProcessInfo:
+        """The fleet registry's record of this worker, as of now (the beacon's thread)."""
+        return replace(self._info, running=self.holdings.running)
+
+    async def _leave_fleet(self) -> None:
+        """Mark this worker stopped; bounded, so a database that is gone cannot hold up the
+        exit (the record then expires by itself)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(self.beacon.stop), 5.0)
 
     @property
     def _rt(self) -> _Runtime:
@@ -373,6 +404,7 @@ class Worker:
         if self._stop_requested:
             await self._give_back(jobs)
             return
+        jobs = await self._hand_off(jobs)
         for job in jobs:
             ctx = JobContext(job, self.worker_id, self.app.store, on_fenced=self._fenced)
             self.holdings.hold(Attempt(job, ctx))
@@ -382,6 +414,45 @@ class Worker:
     async def _give_back(self, jobs: Sequence[Job]) -> None:
         released: set[int] = await self._io(self.source.give_back, jobs)
         self.events.emit(JobsReleased(self.worker_id, jobs, frozenset(released)))
+
+    async def _hand_off(self, jobs: list[Job]) -> list[Job]:
+        """During a rolling deploy an old worker claims jobs of a task only the new code knows.
+        Those a live worker serving their queue knows are given back, unstarted and without
+        using an attempt, due again a little later so this worker does not claim them again at
+        once; the rest are returned to run (a task no live worker knows is dead-lettered, as
+        it can never run). Returns the jobs to hold."""
+        tasks = self.app.tasks
+        strangers = [job for job in jobs if job.task not in tasks]
+        if not strangers:
+            return jobs
+        known_elsewhere: list[Job] = await self._io(self._known_elsewhere, strangers)
+        if not known_elsewhere:
+            return jobs
+        delay = self.options.hand_off_delay
+        refs = [JobLeaseRef(job.id, job.lease_token) for job in known_elsewhere]
+        handed: set[int] = await self._io(
+            self.app.store.job_hand_off_many, JobHandOffParams(refs, delay)
+        )
+        self.events.emit(JobsHandedOff(self.worker_id, known_elsewhere, frozenset(handed), delay))
+        gone = {job.id for job in known_elsewhere}
+        return [job for job in jobs if job.id not in gone]
+
+    def _known_elsewhere(self, jobs: list[Job]) -> list[Job]:
+        """The jobs whose task a live worker other than this one knows and runs on their
+        queue (I/O thread). An unreadable registry hands nothing off."""
+        try:
+            return [
+                job
+                for job in jobs
+                if self.fleet.runs_task(job.task, job.queue, besides=self.worker_id)
+            ]
+        except ChronoqError as exc:
+            log.warning(
+                "could not read the fleet registry about unknown task(s): %s",
+                exc,
+                extra={"action": "worker.fleet_unreadable", "worker": self.worker_id},
+            )
+            return []
 
     # -- running jobs ---------------------------------------------------------------------
 
