@@ -16,6 +16,7 @@ The job state machine (`JobStatus`):
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -130,6 +131,24 @@ class Stat:
     queue: str
     status: JobStatus
     count: int
+
+
+def stats_json(stats: Iterable[Stat]) -> dict[str, Any]:
+    """The stats document, as `chronoq stats --json` prints it and `GET /api/v1/stats` answers:
+    `{"queues": {queue: counts}, "totals": counts}`, where counts hold every status (zero when
+    no job has it) and `total`, so the shape never depends on what the store holds."""
+    queues: dict[str, dict[str, int]] = {}
+    totals = _zero_counts()
+    for stat in stats:
+        counts = queues.setdefault(stat.queue, _zero_counts())
+        for bucket in (counts, totals):
+            bucket[str(stat.status)] += stat.count
+            bucket["total"] += stat.count
+    return {"queues": dict(sorted(queues.items())), "totals": totals}
+
+
+def _zero_counts() -> dict[str, int]:
+    return {str(status): 0 for status in JobStatus} | {"total": 0}
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,9 +135,12 @@ def form_instant(field: str, text: str) -> datetime | None:
 def aware_instant(field: str, moment: datetime | None) -> datetime | None:
     """An instant a program sent: it must carry its offset, as no zone can be assumed for it."""
     if moment is not None and moment.utcoffset() is None:
-        message = f"{field} has no time zone: give an offset, e.g. 2027-01-01T09:00:00Z"
-        raise FieldError(field, message, "NaiveDatetime")
+        raise FieldError(field, naive_message(field), "NaiveDatetime")
     return moment
+
+
+def naive_message(field: str) -> str:
+    return f"{field} has no time zone: give an offset, e.g. 2027-01-01T09:00:00Z"
 
 
 # -- statuses -----------------------------------------------------------------------------

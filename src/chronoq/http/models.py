@@ -188,10 +188,23 @@ class QueueOut(BaseModel):
     oldest_due_age: float
 
 
-class StatOut(BaseModel):
-    queue: str
-    status: JobStatus
-    count: int
+class StatusCountsOut(BaseModel):
+    """Jobs in each status (every status is present, 0 when no job has it), and their total."""
+
+    pending: int
+    running: int
+    done: int
+    dead: int
+    cancelled: int
+    skipped: int
+    total: int
+
+
+class StatsOut(BaseModel):
+    """The document `chronoq stats --json` prints: counts per queue with jobs, and in total."""
+
+    queues: dict[str, StatusCountsOut]
+    totals: StatusCountsOut
 
 
 class ErrorBody(BaseModel):
