@@ -71,6 +71,19 @@ def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
 
 
+@pytest.mark.postgres
+def test_migrate_on_postgresql_reverts_and_applies_its_own_migration(pg_dsn: str) -> None:
+    """0006 (enqueue from SQL) is PostgreSQL's alone: down to 0005 reverts it, up applies it."""
+    try:
+        down = run_cli("migrate", "--dsn", pg_dsn, "--to", "0005", "--json")
+        assert down.json() == {"applied": [], "reverted": ["0006_enqueue_function"]}
+        up = run_cli("migrate", "--dsn", pg_dsn)
+        assert up.out == "applied 0006_enqueue_function\n"
+    finally:
+        run_cli("migrate", "--dsn", pg_dsn)  # the shared database stays fully migrated
+    assert run_cli("migrate", "--dsn", pg_dsn, "--json").json() == {"applied": []}
+
+
 def test_dsn_is_read_from_the_environment(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHRONOQ_DSN", url)
     job_id = int(run_cli("enqueue", "from_env", "--queue", "default").out)

@@ -439,3 +439,21 @@ def test_an_unknown_version_is_refused_before_the_database_is_touched(tmp_path: 
         assert not _has_jobs_table(tmp_path / "jobs.db")
     finally:
         store.close()
+
+
+def test_a_postgresql_only_migration_is_not_a_sqlite_version(tmp_path: Path) -> None:
+    """0006 (enqueue from SQL) exists for PostgreSQL alone: SQLite's list skips it, a SQLite
+    database is up to date without it, and asking SQLite for it names the versions it has."""
+    assert "0006_enqueue_function" in _up_names("chronoq.storage.postgres")
+    assert "0006_enqueue_function" not in _up_names("chronoq.storage.sqlite")
+    dsn = f"sqlite:///{tmp_path / 'jobs.db'}"
+    assert run_cli("migrate", "--dsn", dsn, "--json").json() == {
+        "applied": _up_names("chronoq.storage.sqlite")
+    }
+    refused = run_cli("migrate", "--dsn", dsn, "--to", "0006")
+    assert refused.code == 2
+    assert refused.err == (
+        "error: unknown migration version '0006': known versions are "
+        + ", ".join(_up_names("chronoq.storage.sqlite"))
+        + "\n"
+    )
