@@ -28,7 +28,7 @@ from chronoq.core.validate import encode_payload
 from chronoq.errors import EnqueueError
 from chronoq.storage.base import ProcessBeatParams
 from chronoq.storage.postgres.store import PostgresStore
-from tests.helpers import running_worker
+from tests.helpers import running_worker, wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -582,6 +582,38 @@ def test_a_key_held_by_a_live_job_returns_that_job(
     second = enqueue_result(db, "t", {"n": 4}, queue="q", key="order-1")
     assert second[1] is True and second[0] != first[0]
     assert _job_count(db) == 2
+
+
+def test_a_key_taken_by_an_open_transaction_waits_for_it_then_returns_its_job(
+    db: psycopg.Connection[Row], pg_dsn: str
+) -> None:
+    """Two producers enqueue one key at once: the second waits for the first's transaction and,
+    once it commits, gets its job instead of a second one."""
+    results: list[tuple[int, bool]] = []
+    with psycopg.connect(pg_dsn) as first, psycopg.connect(pg_dsn, autocommit=True) as second:
+        held = enqueue_result(first, "t", {"n": 1}, queue="q", key="order-1")
+        waiter = threading.Thread(
+            target=lambda: results.append(
+                enqueue_result(second, "t", {"n": 2}, queue="q", key="order-1")
+            )
+        )
+        waiter.start()
+        wait_until(
+            lambda: (
+                db.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    [second.info.backend_pid],
+                ).fetchone()
+                == (True,)
+            ),
+            what="the second enqueue to wait on the first's key",
+        )
+        first.commit()
+        waiter.join(20)
+        assert not waiter.is_alive()
+    assert held[1] is True
+    assert results == [(held[0], False)]
+    assert _job_count(db) == 1
 
 
 def test_a_paused_queue_takes_jobs_as_the_python_producers_do(
