@@ -584,11 +584,12 @@ def test_a_key_held_by_a_live_job_returns_that_job(
     assert _job_count(db) == 2
 
 
-def test_a_key_taken_by_an_open_transaction_waits_for_it_then_returns_its_job(
-    db: psycopg.Connection[Row], pg_dsn: str
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_a_key_taken_by_an_open_transaction_waits_for_it(
+    db: psycopg.Connection[Row], pg_dsn: str, commit: bool
 ) -> None:
-    """Two producers enqueue one key at once: the second waits for the first's transaction and,
-    once it commits, gets its job instead of a second one."""
+    """Two producers enqueue one key at once: the second waits for the first's transaction;
+    then it gets the first's job if that committed, or stores its own if it rolled back."""
     results: list[tuple[int, bool]] = []
     with psycopg.connect(pg_dsn) as first, psycopg.connect(pg_dsn, autocommit=True) as second:
         held = enqueue_result(first, "t", {"n": 1}, queue="q", key="order-1")
@@ -608,11 +609,15 @@ def test_a_key_taken_by_an_open_transaction_waits_for_it_then_returns_its_job(
             ),
             what="the second enqueue to wait on the first's key",
         )
-        first.commit()
+        if commit:
+            first.commit()
+        else:
+            first.rollback()
         waiter.join(20)
         assert not waiter.is_alive()
     assert held[1] is True
-    assert results == [(held[0], False)]
+    ((job_id, created),) = results
+    assert (job_id == held[0], created) == (commit, not commit)
     assert _job_count(db) == 1
 
 
