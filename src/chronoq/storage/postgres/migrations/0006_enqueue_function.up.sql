@@ -24,7 +24,11 @@ RETURNS TABLE (
     live          boolean,
     seen_at       timestamptz
 )
-LANGUAGE sql AS $$
+-- PL/pgSQL rather than SQL for its plan cache: the enqueue calls it once per job.
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now)
     SELECT DISTINCT ON (t.info ->> 'name')
            t.info ->> 'name', t.info ->> 'queue',
@@ -39,7 +43,8 @@ LANGUAGE sql AS $$
       AND ($1 IS NULL OR p.tasks @> jsonb_build_array(jsonb_build_object('name', $1)))
       AND ($1 IS NULL OR t.info ->> 'name' = $1)
     ORDER BY t.info ->> 'name', p.stopped_at IS NULL AND p.expires_at > clock.now DESC,
-             p.seen_at DESC, p.id, t.n
+             p.seen_at DESC, p.id, t.n;
+END;
 $$;
 
 -- Raises the error of an argument chronoq refuses: `field` goes in the COLUMN field.
@@ -147,8 +152,10 @@ BEGIN
             'payload for task %L must be a JSON object (of the handler''s arguments), got %s',
             task, jsonb_typeof(payload)));
     END IF;
+    -- Counting brackets first spares the walk to almost every payload; strings may hold some.
     IF length(text_form) - length(translate(text_form, '[{', '')) > 256
-       AND jsonb_path_exists(payload, 'strict $.**{256} ? (@.type() == "object" || @.type() == "array")')
+       AND jsonb_path_exists(payload, 'strict $.**{256} ? (@.type() == "object" '
+                                      '|| @.type() == "array")')
     THEN
         PERFORM chronoq_refuse_v1('payload', format(
             'payload for task %L is nested more than 256 levels deep (objects and arrays)', task));
@@ -160,9 +167,11 @@ BEGIN
             SELECT coalesce(sum(CASE jsonb_typeof(item)
                                     WHEN 'object' THEN greatest(2 * members - 1, 0)
                                     ELSE greatest(members - 1, 0) END), 0)
-            FROM jsonb_path_query(payload, 'strict $.** ? (@.type() == "object" || @.type() == "array")') AS item,
+            FROM jsonb_path_query(payload, 'strict $.** ? (@.type() == "object" '
+                                           '|| @.type() == "array")') AS item,
                  LATERAL (SELECT CASE jsonb_typeof(item)
-                                     WHEN 'object' THEN (SELECT count(*) FROM jsonb_object_keys(item))
+                                     WHEN 'object' THEN (SELECT count(*)
+                                                         FROM jsonb_object_keys(item))
                                      ELSE jsonb_array_length(item) END AS members) AS m);
     END IF;
     IF size > payload_limit THEN
@@ -178,40 +187,46 @@ $$;
 -- Why a handler with the recorded `params` (TaskInfo.params) cannot take `payload` as keyword
 -- arguments, or NULL when it can (chronoq.core.validate.PayloadShape).
 CREATE FUNCTION chronoq_payload_misfit_v1(task text, params jsonb, payload jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-    WITH param AS (
-        SELECT p ->> 'name' AS name, p ->> 'kind' AS kind, (p ->> 'required')::boolean AS required,
-               n
-        FROM jsonb_array_elements($2) WITH ORDINALITY AS a(p, n)
-    ),
-    given AS (SELECT jsonb_object_keys($3) AS name),
-    problems AS (
-        SELECT concat_ws('; ',
-            (SELECT 'missing ' || string_agg(quote_literal(name), ', ' ORDER BY name)
-             FROM param WHERE required AND kind IN ('positional_or_keyword', 'keyword_only')
-                          AND name NOT IN (SELECT name FROM given)),
-            (SELECT 'unexpected ' || string_agg(quote_literal(g.name), ', ' ORDER BY g.name)
-             FROM given AS g
-             WHERE NOT EXISTS (
-                 SELECT 1 FROM param
-                 WHERE (param.name = g.name
-                        AND param.kind IN ('positional_or_keyword', 'keyword_only'))
-                    OR (param.kind = 'var_keyword' AND NOT EXISTS (
-                        SELECT 1 FROM param AS po
-                        WHERE po.kind = 'positional_only' AND po.name = g.name)))),
-            (SELECT 'positional-only ' || string_agg(quote_literal(name), ', ' ORDER BY name)
-                    || ' cannot be given in a payload'
-             FROM param WHERE required AND kind = 'positional_only')
-        ) AS text
-    )
-    SELECT format('payload does not fit %s(%s): %s', $1,
-                  (SELECT string_agg(CASE kind WHEN 'var_positional' THEN '*'
-                                               WHEN 'var_keyword' THEN '**' ELSE '' END || name,
-                                     ', ' ORDER BY n)
-                   FROM param),
-                  problems.text)
-    FROM problems
-    WHERE $2 IS NOT NULL AND problems.text <> ''
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF params IS NULL THEN
+        RETURN NULL;  -- a task no process knows: any payload object goes
+    END IF;
+    RETURN (
+        WITH param AS (
+            SELECT p ->> 'name' AS name, p ->> 'kind' AS kind,
+                   (p ->> 'required')::boolean AS required, n
+            FROM jsonb_array_elements(params) WITH ORDINALITY AS a(p, n)
+        ),
+        given AS (SELECT jsonb_object_keys(payload) AS name),
+        problems AS (
+            SELECT concat_ws('; ',
+                (SELECT 'missing ' || string_agg(quote_literal(name), ', ' ORDER BY name)
+                 FROM param WHERE required AND kind IN ('positional_or_keyword', 'keyword_only')
+                              AND name NOT IN (SELECT name FROM given)),
+                (SELECT 'unexpected ' || string_agg(quote_literal(g.name), ', ' ORDER BY g.name)
+                 FROM given AS g
+                 WHERE NOT EXISTS (
+                     SELECT 1 FROM param
+                     WHERE (param.name = g.name
+                            AND param.kind IN ('positional_or_keyword', 'keyword_only'))
+                        OR (param.kind = 'var_keyword' AND NOT EXISTS (
+                            SELECT 1 FROM param AS po
+                            WHERE po.kind = 'positional_only' AND po.name = g.name)))),
+                (SELECT 'positional-only ' || string_agg(quote_literal(name), ', ' ORDER BY name)
+                        || ' cannot be given in a payload'
+                 FROM param WHERE required AND kind = 'positional_only')
+            ) AS text
+        )
+        SELECT format('payload does not fit %s(%s): %s', task,
+                      (SELECT string_agg(CASE kind WHEN 'var_positional' THEN '*'
+                                                   WHEN 'var_keyword' THEN '**' ELSE '' END
+                                         || name, ', ' ORDER BY n)
+                       FROM param),
+                      problems.text)
+        FROM problems
+        WHERE problems.text <> '');
+END;
 $$;
 
 -- A job's misfire rule as chronoq_jobs stores it: the job's own policy and grace, else its
@@ -381,6 +396,9 @@ CREATE FUNCTION chronoq_enqueue(
     misfire_grace interval    DEFAULT NULL,
     rate_key      text        DEFAULT NULL
 ) RETURNS bigint
-LANGUAGE sql AS $$
-    SELECT r.id FROM chronoq_enqueue_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (SELECT r.id
+            FROM chronoq_enqueue_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r);
+END;
 $$;
