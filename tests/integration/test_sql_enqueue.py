@@ -25,7 +25,7 @@ from chronoq.core.fleet import ProcessInfo, TaskInfo
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.misfire import Misfire
 from chronoq.core.validate import encode_payload
-from chronoq.errors import EnqueueError
+from chronoq.errors import ChronoqError
 from chronoq.storage.base import ProcessBeatParams
 from chronoq.storage.postgres.store import PostgresStore
 from tests.helpers import running_worker, wait_until
@@ -530,6 +530,12 @@ SAME_AS_PYTHON: list[dict[str, Any]] = [
     {"misfire_grace": timedelta(seconds=5)},
     {"misfire": "SKIP", "misfire_grace": timedelta(minutes=2)},
     {"key": "order-1", "rate_key": "tenant-7"},
+    # Refused by both:
+    {"misfire": "coalesce"},
+    {"max_attempts": 0},
+    {"key": ""},
+    {"queue": ""},
+    {"run_at": datetime(2030, 1, 1, tzinfo=UTC), "delay": timedelta(seconds=1)},
 ]
 
 
@@ -544,10 +550,10 @@ def test_sql_and_the_python_producer_without_the_code_store_the_same_job(
     for task, payload in (("send_email", {"to": "a"}), ("report", {})):
         with chronoq.App(pg_dsn, fleet_tasks=True) as producer:
             try:
-                python: Job | EnqueueError = _job(
+                python: Job | ChronoqError = _job(
                     pg_store, producer.enqueue(task, payload, **options).id
                 )
-            except EnqueueError as exc:
+            except ChronoqError as exc:
                 python = exc
         db.execute("UPDATE chronoq_jobs SET status = 'done'")  # frees the key for SQL's job
         try:
