@@ -385,6 +385,9 @@ class Worker:
         if free <= 0:
             return self.pacer.no_slot()
         wanted = self.pacer.wanted(free)
+        # A result stored while the claim is out (a retry due at once, say) is not in what
+        # the claim saw: the jobs held when it was sent count as held when it comes back.
+        held_when_sent = len(self.holdings)
         sent = time.monotonic()
         taken: Taken = await self._io(self.source.take, wanted)
         self.pacer.claim_took(time.monotonic() - sent)
@@ -392,7 +395,8 @@ class Worker:
         if len(taken.jobs) == wanted:
             self._waiting_for_slot = self._free_slots() <= 0
             return self.pacer.after_full_claim(0 if self._waiting_for_slot else 1)
-        pause = self.pacer.after_partial_claim(taken, len(self.holdings), sent)
+        held = max(held_when_sent, len(self.holdings))
+        pause = self.pacer.after_partial_claim(taken, held, sent)
         if pause.idle:
             self.events.emit(WorkerIdle(self.worker_id))
         return pause
