@@ -434,7 +434,8 @@ def test_openapi_document_lists_every_operation(client: TestClient) -> None:
     assert ("POST", "/api/v1/dead/requeue") in operations
     assert ("POST", "/api/v1/schedules/{name}/trigger") in operations
     assert ("DELETE", "/api/v1/queues/{name}") in operations
-    assert len(operations) == 19
+    assert ("GET", "/api/v1/processes") in operations
+    assert len(operations) == 20
     assert "HTTPBearer" in document["components"]["securitySchemes"]
 
 

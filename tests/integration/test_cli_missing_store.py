@@ -26,6 +26,7 @@ READERS = {
     "queue list": ["queue", "list"],
     "queue resume": ["queue", "resume", "emails"],
     "queue remove": ["queue", "remove", "emails"],
+    "processes": ["processes"],
 }
 
 

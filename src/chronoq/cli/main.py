@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from chronoq import __version__
-from chronoq.cli import admin, schedules, tier
+from chronoq.cli import admin, processes, schedules, tier
 from chronoq.cli.apps import AppImportFailed, existing_store_required
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
@@ -82,6 +82,7 @@ HANDLERS: dict[str, Handler] = {
     "queue unlimit-key": schedules.queue_unlimit_key,
     "queue remove": schedules.queue_remove,
     "tier status": tier.tier_status,
+    "processes": processes.processes,
     "stats": admin.stats,
     "demo": demo,
 }
@@ -111,6 +112,7 @@ NEEDS_EXISTING_STORE = frozenset(
         "queue list",
         "queue resume",
         "queue remove",
+        "processes",
     }
 )
 

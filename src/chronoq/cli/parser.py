@@ -23,7 +23,7 @@ DEMO_JOBS = (10, 5000)  # the demo's --jobs, from enough for every kind of job t
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SUBCOMMANDS = {
     None: "migrate, worker, scheduler, serve, enqueue, jobs, dead, schedule, queue, tier, stats, "
-    "demo",
+    "processes, demo",
     "jobs": "list, show, cancel",
     "dead": "list, requeue, purge",
     "schedule": "add, list, show, pause, resume, remove, preview",
@@ -245,6 +245,7 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
     _add_queue(commands, command)
     _add_tier(commands, command)
     _add_json(command(commands, "stats", "stats", "Count jobs per queue and status."))
+    _add_processes(commands, command)
     demo = command(commands, "demo", "demo", "Run a short live demonstration on SQLite.")
     demo.add_argument(
         "--jobs",
@@ -515,6 +516,21 @@ def _add_schedule(commands: Any, command: Callable[..., ArgumentParser]) -> None
     preview.add_argument("--count", type=preview_count, default=5, metavar="N")
     _add_renamed(preview, {"--tz": "--zone"})
     _add_json(preview)
+
+
+def _add_processes(commands: Any, command: Callable[..., ArgumentParser]) -> None:
+    listing = command(
+        commands,
+        "processes",
+        "processes",
+        "List the live workers, schedulers and servers (the fleet registry).",
+    )
+    listing.add_argument(
+        "--all",
+        action="store_true",
+        help="also those that stopped or stopped refreshing their record in the last day",
+    )
+    _add_json(listing)
 
 
 def _add_tier(commands: Any, command: Callable[..., ArgumentParser]) -> None:

@@ -15,10 +15,11 @@ from chronoq.core.cron import parse_cadence, preview
 from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
 from chronoq.errors import InvalidSchedule, QueueNotFound, ScheduleNotFound
+from chronoq.fleetview import next_fire, scheduler_warning
 from chronoq.queues import queue_to_change, remove_queue
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.scheduling import key_limit, queue_limit_params
-from chronoq.storage.base import QueueSettings
+from chronoq.storage.base import ProcessListParams, QueueSettings
 
 SHOW_NEXT = 5
 
@@ -56,6 +57,10 @@ def schedule_add(run: Invocation) -> int:
 def schedule_list(run: Invocation) -> int:
     with open_app(run.dsn) as app:
         schedules = app.store.schedule_list()
+        fleet = app.store.process_list(ProcessListParams())
+    warning = scheduler_warning(schedules, fleet)
+    if warning is not None:
+        run.out.note(f"warning: {warning.text}")
     if run.wants_json:
         run.out.json([schedule.to_json() for schedule in schedules])
         return EXIT_OK
@@ -69,7 +74,7 @@ def schedule_list(run: Invocation) -> int:
             f"{s.cadence} ({s.zone})",
             f"{s.task} ({s.queue})",
             _misfire_text(s),
-            "paused" if s.paused else _next_text(s),
+            "paused" if s.paused else _next_text(s, None if warning is None else fleet.db_now),
             f"{s.fired}/{s.late}/{s.skipped}/{s.coalesced}",
         )
     run.out.show(table)
@@ -183,8 +188,15 @@ def _late_text(s: Schedule) -> str:
     return f"{s.late} (mean {mean}, max {worst})"
 
 
-def _next_text(s: Schedule) -> str:
-    return s.next_tick.isoformat() if s.next_tick is not None and not s.paused else "-"
+def _next_text(s: Schedule, unfired_at: datetime | None = None) -> str:
+    """Its next tick. With no scheduler running (`unfired_at`: the database clock then), the
+    tick it waits for, marked overdue once it has passed."""
+    if unfired_at is None:
+        return s.next_tick.isoformat() if s.next_tick is not None and not s.paused else "-"
+    fire = next_fire(s)
+    if fire is None:
+        return "-"
+    return f"{fire.isoformat()} (overdue)" if fire <= unfired_at else fire.isoformat()
 
 
 # -- queue ------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from chronoq.errors import (
     UnknownQueue,
     UnknownTask,
 )
+from chronoq.fleetview import fleet_json
 from chronoq.http import fields
 from chronoq.http.auth import Scope, authentication_failed, throttled_for
 from chronoq.http.context import HttpContext
@@ -56,6 +57,7 @@ from chronoq.http.models import (
     JobIn,
     JobOut,
     JobPage,
+    ProcessesOut,
     PurgeIn,
     PurgeOut,
     QueueChangeIn,
@@ -74,6 +76,7 @@ from chronoq.storage.base import (
     JobInsertParams,
     JobListParams,
     OverviewParams,
+    ProcessListParams,
 )
 from chronoq.storage.dsn import redact
 
@@ -147,6 +150,7 @@ def api_routes(ctx: HttpContext) -> APIRouter:
     _dead_routes(ctx, reader, admin)
     _schedule_routes(ctx, reader, admin)
     _queue_routes(ctx, reader, admin)
+    _process_routes(ctx, reader)
     router = APIRouter()
     router.include_router(reader)
     router.include_router(admin)
@@ -340,6 +344,21 @@ def _queue_routes(ctx: HttpContext, reader: APIRouter, admin: APIRouter) -> None
         counts) while it has pending or running jobs, 404 for a queue nobody knows."""
         removal = remove_queue(ctx.app, _named("queue", name))
         return {"name": removal.name, "removed": removal.removed}
+
+
+def _process_routes(ctx: HttpContext, reader: APIRouter) -> None:
+    @reader.get("/processes", response_model=ProcessesOut, tags=["processes"])
+    def list_processes(
+        include_all: Annotated[
+            bool,
+            Query(
+                alias="all", description="Also those that ended in the last day, with their state."
+            ),
+        ] = False,
+    ) -> dict[str, Any]:
+        """The fleet registry: live workers, schedulers and servers, live ones first; the
+        document `chronoq processes --json` prints."""
+        return fleet_json(ctx.app.store.process_list(ProcessListParams(all=include_all)))
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -21,14 +21,16 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
+from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
+from chronoq.fleetview import next_fire, ordered, scheduler_warning
 from chronoq.http import fields
 from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (
@@ -51,7 +53,12 @@ from chronoq.http.fields import FieldError, optional
 from chronoq.http.templating import render, seconds
 from chronoq.http.views import read_overview
 from chronoq.queues import queue_to_change
-from chronoq.storage.base import DeadPurgeParams, DeadRequeueParams, JobListParams
+from chronoq.storage.base import (
+    DeadPurgeParams,
+    DeadRequeueParams,
+    JobListParams,
+    ProcessListParams,
+)
 
 PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures
@@ -222,6 +229,7 @@ def dashboard_routes(ctx: HttpContext) -> APIRouter:
         ("/schedules", dashboard.schedules, "GET"),
         ("/schedules/pause", dashboard.schedule_pause, "POST"),
         ("/schedules/resume", dashboard.schedule_resume, "POST"),
+        ("/processes", dashboard.processes, "GET"),
     ]
     for path, endpoint, method in pages:
         router.add_api_route(path, endpoint, methods=[method], response_class=HTMLResponse)
@@ -267,7 +275,16 @@ class Dashboard:
     def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
         tier = read_tier(self.ctx.app)
-        return render_page(request, viewer, "overview.html", data=data, tier=tier, poll_ms=POLL_MS)
+        warning = scheduler_warning(self.ctx.app.store.schedule_list(), self._live())
+        return render_page(
+            request,
+            viewer,
+            "overview.html",
+            data=data,
+            tier=tier,
+            poll_ms=POLL_MS,
+            scheduler_warning=warning,
+        )
 
     def overview_json(self, viewer: Poller) -> Response:
         return json_answer(read_overview(self.ctx.recent, self.ctx.app.store))
@@ -447,14 +464,44 @@ class Dashboard:
     # -- schedules ------------------------------------------------------------------------
 
     def schedules(self, request: Request, viewer: Reader) -> Response:
-        rows = [ScheduleRow(s, upcoming(s)) for s in self.ctx.app.store.schedule_list()]
-        return render_page(request, viewer, "schedules.html", rows=rows)
+        schedules = self.ctx.app.store.schedule_list()
+        fleet = self._live()
+        warning = scheduler_warning(schedules, fleet)
+        unfired_at = fleet.db_now if warning is not None else None
+        rows = [ScheduleRow(s, upcoming(s), unfired_at) for s in schedules]
+        return render_page(request, viewer, "schedules.html", rows=rows, scheduler_warning=warning)
 
     def schedule_pause(self, request: Request, actor: Admin, name: Field = "") -> Response:
         return self._schedule_paused(request, name, paused=True)
 
     def schedule_resume(self, request: Request, actor: Admin, name: Field = "") -> Response:
         return self._schedule_paused(request, name, paused=False)
+
+    # -- the fleet registry ---------------------------------------------------------------
+
+    def processes(
+        self,
+        request: Request,
+        viewer: Reader,
+        include_all: Annotated[str, Query(alias="all")] = "",
+    ) -> Response:
+        """Every live process (with `all`, those of the last day too) and what it does now."""
+        every = include_all.strip().lower() in ("1", "true", "yes", "on")
+        fleet = self.ctx.app.store.process_list(ProcessListParams(all=every))
+        warning = scheduler_warning(self.ctx.app.store.schedule_list(), fleet)
+        return render_page(
+            request,
+            viewer,
+            "processes.html",
+            processes=ordered(fleet),
+            alive=len(fleet.alive),
+            every=every,
+            db_now=fleet.db_now,
+            scheduler_warning=warning,
+        )
+
+    def _live(self) -> Fleet:
+        return self.ctx.app.store.process_list(ProcessListParams())
 
     def _schedule_paused(self, request: Request, name: str, *, paused: bool) -> Response:
         store = self.ctx.app.store
@@ -545,8 +592,19 @@ class JobPage:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleRow:
+    """`unfired_at`: with no scheduler running, the database clock then (its ticks wait)."""
+
     schedule: Schedule
     next_ticks: list[datetime]
+    unfired_at: datetime | None = None
+
+    @property
+    def overdue(self) -> bool:
+        """No scheduler runs, and the tick it waits for has passed already."""
+        if self.unfired_at is None:
+            return False
+        fire = next_fire(self.schedule)
+        return fire is not None and fire <= self.unfired_at
 
     @property
     def late_text(self) -> str:

@@ -215,3 +215,49 @@ class ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorBody
+
+
+class TaskParamOut(BaseModel):
+    name: str
+    kind: str = Field(description="positional_or_keyword, keyword_only, var_keyword, ...")
+    required: bool
+
+
+class TaskOut(BaseModel):
+    """A task as the process knows it: what its jobs get when a producer leaves it out."""
+
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int
+    lease: float
+    timeout: float | None
+    misfire: str
+    misfire_grace: float | None
+    params: list[TaskParamOut]
+
+
+class ProcessOut(BaseModel):
+    id: str
+    kind: str = Field(description="worker, scheduler or server.")
+    state: str = Field(description="alive, stopped (it said so) or gone (it stopped refreshing).")
+    host: str
+    pid: int
+    version: str
+    queues: list[str]
+    concurrency: int | None
+    running: int = Field(description="Jobs its handlers run now.")
+    duties: list[str] = Field(description='Leader duties it holds now: "scheduler", "partition:N".')
+    tasks: list[TaskOut]
+    started_at: str
+    seen_at: str
+    expires_at: str
+    stopped_at: str | None
+    seen_ago_seconds: float = Field(description="Since its last refresh, on the database clock.")
+
+
+class ProcessesOut(BaseModel):
+    """The document `chronoq processes --json` prints."""
+
+    db_now: str
+    processes: list[ProcessOut]

@@ -26,8 +26,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ConfigError, StoreError
+from chronoq.fleetview import kind_totals
 from chronoq.observability.events import (
     AttemptsEnded,
     HandlerReturned,
@@ -42,7 +44,7 @@ from chronoq.observability.events import (
 )
 from chronoq.observability.recent import RecentFinished
 from chronoq.observability.tiermetrics import TierCollector, TierCounters
-from chronoq.storage.base import Overview, ScheduleAdvance
+from chronoq.storage.base import Overview, ProcessListParams, ScheduleAdvance
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -352,10 +354,11 @@ class Metrics:
 
 
 class StoreCollector:
-    """Gauges read from the store at scrape time: queue depths, the oldest due job's age, and
-    jobs finished in the last minute by status (the only count of `skipped` jobs, which the
-    database ends on its own). A scrape never raises: when the store fails it reports
-    `chronoq_store_up 0`, and the failure is logged once until the store answers again."""
+    """Gauges read from the store at scrape time: queue depths, the oldest due job's age, jobs
+    finished in the last minute by status (the only count of `skipped` jobs, which the
+    database ends on its own), and the live processes of the fleet registry per kind. A scrape
+    never raises: when the store fails it reports `chronoq_store_up 0`, and the failure is
+    logged once until the store answers again."""
 
     def __init__(self, store: Callable[[], JobStore], window: float = STORE_WINDOW) -> None:
         self._store = store
@@ -365,17 +368,20 @@ class StoreCollector:
         self._failing = False
 
     def describe(self) -> Iterable[Metric]:
-        return [*_store_families(None, self._window), _up(0)]
+        return [*_store_families(None, self._window), *_fleet_families(None), _up(0)]
 
     def collect(self) -> Iterable[Metric]:
-        overview = self._read()
-        if overview is None:
+        read = self._read()
+        if read is None:
             return [_up(0)]
-        return [*_store_families(overview, self._window), _up(1)]
+        overview, fleet = read
+        return [*_store_families(overview, self._window), *_fleet_families(fleet), _up(1)]
 
-    def _read(self) -> Overview | None:
+    def _read(self) -> tuple[Overview, Fleet] | None:
         try:
-            overview = self._recent.read(self._store())
+            store = self._store()
+            overview = self._recent.read(store)
+            fleet = store.process_list(ProcessListParams())
         except Exception as exc:  # a scrape must not fail; the gauge says the store did
             self._failed(exc)
             return None
@@ -383,7 +389,7 @@ class StoreCollector:
             if self._failing:
                 log.info("the store answers again", extra={"action": "metrics.store_up"})
             self._failing = False
-        return overview
+        return overview, fleet
 
     def _failed(self, exc: Exception) -> None:
         with self._lock:
@@ -438,6 +444,34 @@ def _store_families(overview: Overview | None, window: float) -> Iterator[Metric
         for (queue_name, status), count in _finished_counts(overview).items():
             recent.add_metric((queue_name, status), count)
     yield from (depth, oldest, recent)
+
+
+def _fleet_families(fleet: Fleet | None) -> Iterator[Metric]:
+    """The live processes per kind (every kind, 0 when none runs: an alert can say "no
+    scheduler"), the jobs they run now and their slots."""
+    families = {
+        "processes": GaugeMetricFamily(
+            "chronoq_processes",
+            "Live processes of the fleet registry, by kind (worker, scheduler, server).",
+            labels=("kind",),
+        ),
+        "running": GaugeMetricFamily(
+            "chronoq_process_running_jobs",
+            "Jobs the live processes of the kind run now, as their last refresh said.",
+            labels=("kind",),
+        ),
+        "concurrency": GaugeMetricFamily(
+            "chronoq_process_concurrency",
+            "Job slots of the live processes of the kind (workers' concurrency).",
+            labels=("kind",),
+        ),
+    }
+    if fleet is not None:
+        for kind, totals in kind_totals(fleet).items():
+            families["processes"].add_metric((kind,), totals.processes)
+            families["running"].add_metric((kind,), totals.running)
+            families["concurrency"].add_metric((kind,), totals.concurrency)
+    yield from families.values()
 
 
 def _finished_counts(overview: Overview) -> dict[tuple[str, str], int]:
