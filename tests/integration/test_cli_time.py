@@ -92,6 +92,15 @@ def test_schedule_lifecycle(url: str, app_spec: str, reader: App) -> None:
         (["bad", "0 9 * * *", "--task", "ad"], "unknown task 'ad'; did you mean 'add'?"),
         (["bad", "0 9 * * *", "--task", "add", "--misfire", "often"], "misfire"),
         (["bad", "0 9 * * *", "--task", "add", "--payload", '{"c": 1}'], "payload"),
+        (
+            ["bad", "every 1s", "--task", "add", "--jitter", "10m"],
+            "jitter 10m00s must be shorter than the shortest interval between two ticks of "
+            "'every 1s', 1.0s",
+        ),
+        (
+            ["bad", "*/10 * * * * *", "--task", "add", "--jitter", "10s"],
+            "between two ticks of '*/10 * * * * *', 10.0s",
+        ),
     ],
 )
 def test_schedule_add_refuses_bad_input_and_stores_nothing(

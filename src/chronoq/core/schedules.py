@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chronoq.core.cron import Cadence, parse_cadence
+from chronoq.core.cron import Cadence, parse_cadence, shortest_gap
 from chronoq.core.durations import format_duration, parse_duration
 from chronoq.core.misfire import Misfire, MisfirePolicy
 from chronoq.core.validate import check_name, check_schedule_name
@@ -71,8 +71,12 @@ class ScheduleSpec:
         misfire_grace: timedelta | str | float | None = None,
         catch_up: int | None = None,
         jitter: timedelta | str | float | None = None,
+        now: datetime | None = None,
     ) -> ScheduleSpec:
+        """`now` is where a cron expression's ticks are looked at to check the jitter."""
         parsed = parse_cadence(cadence, zone)
+        window = check_jitter(jitter)
+        _check_jitter_fits(window, parsed, now or datetime.now(UTC))
         return cls(
             name=check_schedule_name(name),
             cadence=parsed.expression,
@@ -82,7 +86,7 @@ class ScheduleSpec:
             queue=check_name("queue", queue),
             priority=priority,
             misfire=Misfire.parse(str(misfire), misfire_grace, catch_up),
-            jitter=check_jitter(jitter),
+            jitter=window,
         )
 
 
@@ -103,6 +107,18 @@ def check_jitter(value: timedelta | str | float | None) -> timedelta:
     if window < timedelta(0) or window > MAX_JITTER:
         raise InvalidSchedule(f"jitter must be between 0 and 1 day, got {value!r}")
     return window
+
+
+def _check_jitter_fits(window: timedelta, cadence: Cadence, now: datetime) -> None:
+    """A jitter as long as the time between two ticks could run a tick after the next one."""
+    if not window:
+        return
+    gap = shortest_gap(cadence, now)
+    if gap is not None and window >= gap:
+        raise InvalidSchedule(
+            f"jitter {format_duration(window)} must be shorter than the shortest interval "
+            f"between two ticks of {cadence.expression!r}, {format_duration(gap)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
