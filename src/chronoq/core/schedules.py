@@ -21,6 +21,7 @@ from chronoq.errors import InvalidDuration, InvalidSchedule
 
 DEFAULT_SCHEDULE_MISFIRE = MisfirePolicy.COALESCE
 MAX_JITTER = timedelta(days=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A schedule's definition as the store keeps it: what an upsert writes and replaces. The rest
 # of a stored schedule (pause, cursor, counters, stamps) is the store's own.
@@ -73,10 +74,12 @@ class ScheduleSpec:
         jitter: timedelta | str | float | None = None,
         now: datetime | None = None,
     ) -> ScheduleSpec:
-        """`now` is where a cron expression's ticks are looked at to check the jitter."""
+        """`now` is where a cron expression's ticks start to be looked at to check the jitter
+        against them (`App.schedule_spec` passes the time; core code reads no clock, so it is
+        the Unix epoch when not given)."""
         parsed = parse_cadence(cadence, zone)
         window = check_jitter(jitter)
-        _check_jitter_fits(window, parsed, now or datetime.now(UTC))
+        _check_jitter_fits(window, parsed, now or _EPOCH)
         return cls(
             name=check_schedule_name(name),
             cadence=parsed.expression,
