@@ -405,6 +405,15 @@ def preview(cadence: Cadence, start: datetime, count: int) -> list[datetime]:
     return ticks
 
 
+def ticks_within_the_minute(cadence: Cadence) -> bool:
+    """Whether a cron expression ticks at seconds past the minute, or more than once in one
+    (six fields whose seconds are not just 0). An interval's ticks are its period apart."""
+    fields = cadence.expression.split()
+    if isinstance(cadence, IntervalCadence) or len(fields) != 6:
+        return False
+    return CronSim(f"{fields[0]} * * * * *", _EPOCH).seconds != {0}
+
+
 def shortest_gap(cadence: Cadence, start: datetime) -> timedelta | None:
     """The shortest time between two consecutive ticks: an interval's period; for cron, the
     least over its ticks after `start` within `GAP_LOOKAHEAD`, at most `GAP_TICKS` of them (a

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from chronoq.core.cron import preview
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
+from chronoq.core.timetext import schedule_times
 from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
 from chronoq.http import fields
@@ -547,6 +548,11 @@ class JobPage:
 class ScheduleRow:
     schedule: Schedule
     next_ticks: list[datetime]
+
+    @property
+    def next_times(self) -> list[str]:
+        """The next fire times as `chronoq schedule` writes them (to the second if needed)."""
+        return schedule_times(self.schedule, self.next_ticks)
 
     @property
     def late_text(self) -> str:
