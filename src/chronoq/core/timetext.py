@@ -11,7 +11,7 @@ late or with jitter).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from chronoq.core.cron import Cadence, IntervalCadence, ticks_within_the_minute, zone_info
 from chronoq.core.schedules import Schedule
@@ -45,7 +45,7 @@ def schedule_times(schedule: Schedule, moments: Sequence[datetime | None]) -> li
         cadence = schedule.parsed_cadence()
         zone = zone_info(schedule.zone)
     except InvalidSchedule:
-        return [schedule_time(m, seconds=True) for m in moments]
+        return [schedule_time(m.astimezone(UTC) if m else None, seconds=True) for m in moments]
     seconds = needs_seconds(cadence, moments)
     return [schedule_time(m.astimezone(zone) if m else None, seconds=seconds) for m in moments]
 
