@@ -163,7 +163,8 @@ class Worker:
             raise ConfigError("the worker has no queue to serve: register a task or pass queues")
         self.stats = WorkerStats()
         # The app's observers (its `metrics`, say) hear this worker's events too.
-        extra: list[Observer] = [self.stats, EventLog(), ledger or JobLedger(), *observers]
+        # The ledger first: the supervisor hears of an ended job before anything is logged.
+        extra: list[Observer] = [ledger or JobLedger(), self.stats, EventLog(), *observers]
         self.events = Observers(extra, app.observers)
         self.holdings = Holdings()
         opts = self.options
