@@ -29,7 +29,7 @@ def sign_in(page: Page, token: str = ADMIN, start: str = "/") -> None:
     expect(page).to_have_url(re.compile(r"/login\?next="))
     page.get_by_label("Token").fill(token)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.locator(".flash")).to_contain_text("Signed in")
+    expect(page.locator(".flash.ok")).to_contain_text("Signed in")
 
 
 def test_sign_in_and_watch_a_job_finish(page: Page, live: Live) -> None:
