@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from bench.tiermodel.costs import Costs, CostsError
+from bench.tiermodel.costs import Costs, CostsError, median_costs
 from bench.tiermodel.measure import MeasureError, MeasureSettings, measure
 from bench.tiermodel.model import Fleet, Plan, plan, saturation
 from bench.timing_wheel import host
@@ -50,6 +50,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--save-costs", type=Path, help="write the costs measured here")
     parser.add_argument("--json", type=Path, help="write the report as JSON here too")
     parser.add_argument("--quick", action="store_true", help="smaller measurements (~seconds)")
+    parser.add_argument(
+        "--repeats", type=int, help="measurements, each figure's median (default 3, quick 1)"
+    )
     parser.add_argument("--pg-dsn", default=os.environ.get("CHRONOQ_TEST_PG_DSN", DEFAULT_PG))
     parser.add_argument("--redis-url", default=os.environ.get("CHRONOQ_BENCH_REDIS", DEFAULT_REDIS))
     args = parser.parse_args(argv)
@@ -81,7 +84,8 @@ def costs_from(args: argparse.Namespace) -> Costs:
         return Costs.load(args.costs)
     sizes = {"jobs": 2_000, "timers": 5_000, "wheel_timers": 10_000, "etcd_requests": 50}
     settings = MeasureSettings(args.pg_dsn, args.redis_url, **(sizes if args.quick else {}))
-    costs = measure(settings, log=_stderr)
+    repeats = args.repeats or (1 if args.quick else 3)
+    costs = median_costs([measure(settings, log=_stderr) for _ in range(max(1, repeats))])
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return replace(costs, machine=host() | {"load_average_1m": load})
 

@@ -8,6 +8,8 @@ etcd member, a scheduler's Python process), not the caller's wall time, so they 
 from __future__ import annotations
 
 import json
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -81,3 +83,26 @@ class Costs:
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def median_costs(runs: Sequence[Costs]) -> Costs:
+    """Each figure's median over several measurements (sources and machine of the first)."""
+    if not runs:
+        raise CostsError("no measurement to take the median of")
+    first = runs[0].to_json()
+    merged: dict[str, Any] = {}
+    for name, value in first.items():
+        if name in ("sources", "machine") or isinstance(value, int):
+            merged[name] = value
+        elif isinstance(value, dict):
+            merged[name] = {
+                key: round(statistics.median(r.to_json()[name][key] for r in runs), 3)
+                for key in value
+            }
+        else:
+            merged[name] = round(statistics.median(r.to_json()[name] for r in runs), 3)
+    merged["sources"] = {
+        key: f"{source}, median of {len(runs)}" if len(runs) > 1 else source
+        for key, source in first["sources"].items()
+    }
+    return Costs.from_json(merged)
