@@ -12,10 +12,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from bench.machine import describe
 from bench.tiermodel.costs import Costs, CostsError, median_costs
 from bench.tiermodel.measure import MeasureError, MeasureSettings, measure
 from bench.tiermodel.model import Fleet, Plan, plan, saturation
-from bench.timing_wheel import host
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/14"
@@ -29,6 +29,8 @@ ASSUMPTIONS = (
     "partitions.",
     "One core per scheduler process (Python) and per Redis shard (main thread); PostgreSQL is "
     "one primary with --cores cores; etcd's leader member serves every renewal and read.",
+    "Batches as measured: inserts 1,000 a call, claims by id and finishes 100 a call, moves "
+    "--move-batch a call; workers that confirm a few entries at a time pay more per job.",
     "Units are sized for the target utilisation; workers and the network are not modelled.",
 )
 
@@ -87,7 +89,8 @@ def costs_from(args: argparse.Namespace) -> Costs:
     repeats = args.repeats or (1 if args.quick else 3)
     costs = median_costs([measure(settings, log=_stderr) for _ in range(max(1, repeats))])
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return replace(costs, machine=host() | {"load_average_1m": load})
+    machine = describe(args.pg_dsn, args.redis_url) | {"load_average_1m": load}
+    return replace(costs, machine=machine)
 
 
 def _stderr(line: str) -> None:
@@ -163,6 +166,7 @@ def _costs_lines(costs: dict[str, Any]) -> list[str]:
             if machine.get("load_average_1m") is not None
             else ""
         )
+        + f", PostgreSQL {machine.get('postgres', '?')}, Redis {machine.get('redis', '?')}"
         + f", chronoq {machine.get('chronoq_commit', '?')}"
         if machine
         else "unknown machine"
