@@ -105,7 +105,7 @@ class JobContext:
         """Extend the lease now. Raises JobLost when another worker owns the job."""
         if self.lost:
             raise self._lost()
-        if self.job.id not in self.store.job_heartbeat_many([self.ref]):
+        if self.job.id not in self.store.job_heartbeat_many([self.ref]).renewed:
             self._refused("heartbeat")
             raise self._lost()
 

@@ -17,6 +17,7 @@ import time
 from chronoq.errors import StoreError
 from chronoq.observability.eventlog import batch_extra
 from chronoq.observability.events import LeaseLost
+from chronoq.storage.base import JobHeartbeatResult
 from chronoq.worker.attempts import Attempt, Shared
 
 log = logging.getLogger("chronoq.worker")
@@ -49,7 +50,7 @@ class LeaseKeeper:
         if not batch:
             return
         try:
-            accepted: set[int] = await self.io(
+            result: JobHeartbeatResult = await self.io(
                 self.store.job_heartbeat_many, [a.ctx.ref for a in batch]
             )
         except StoreError as exc:
@@ -58,7 +59,7 @@ class LeaseKeeper:
             return
         for attempt in batch:
             attempt.heartbeat_due = now + attempt.job.lease_seconds / 3
-            if attempt.job.id not in accepted:
+            if attempt.job.id not in result.renewed:
                 self._refused(attempt)
 
     def _refused(self, attempt: Attempt) -> None:
