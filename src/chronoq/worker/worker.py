@@ -12,6 +12,7 @@ ended. It is a few small collaborators around one port:
       ▼
   Completer ────── job_finish_many(everything finished so far), fenced ──────► store
   LeaseKeeper ──── job_heartbeat_many(attempts a third into their lease) ────► store
+                   (its answer also names jobs cancelled while they run: their handlers stop)
   Watchdog ─────── exits the process when a handler blocks the loop past its lease
       │
       └──────────── every step is an event to the observers: stats, log lines, metrics,
@@ -67,7 +68,7 @@ from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
 from chronoq.worker.dbsource import DbJobSource
-from chronoq.worker.executor import Executor, drain_in_flight, interrupted
+from chronoq.worker.executor import Executor, cancelled, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
 from chronoq.worker.pacing import ClaimPacer, Pause
@@ -487,7 +488,7 @@ class Worker:
                 # this process, decides, and nobody runs the job while the thread still does.
                 self.events.emit(AttemptAbandoned(self.worker_id, job))
                 return
-            params = interrupted(attempt)
+            params = cancelled(attempt, None) if attempt.ctx.cancelled else interrupted(attempt)
         finally:
             self._handler_returned(attempt)
         if attempt.stuck and params is not None:
