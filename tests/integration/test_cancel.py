@@ -305,3 +305,28 @@ def test_a_manual_heartbeat_of_a_cancelled_job_raises_job_cancelled(app: chronoq
         signals.wait_for(lambda: bool(signals.finishes))
     assert raised == [chronoq.JobCancelled]
     assert_ended_cancelled(app, job_id, worker, signals)
+
+
+def test_a_cancelled_sync_handler_still_running_at_shutdown_is_reported_not_abandoned(
+    app: chronoq.App,
+) -> None:
+    """Its thread cannot be stopped, but the job has no lease left to leave to the rescuer: its
+    attempt is reported cancelled when the grace period ends."""
+    started, release = threading.Event(), threading.Event()
+
+    @app.task(lease=LEASE)
+    def ignores() -> None:
+        started.set()
+        release.wait(30)
+
+    job_id = ignores.defer().id
+    options = chronoq.WorkerOptions(shutdown_grace=0.05)
+    try:
+        with running_worker(app, options) as (worker, signals):
+            assert started.wait(20)
+            cancel(app, job_id)
+            signals.wait_for(lambda: bool(signals.cancels))
+    finally:
+        release.set()
+    assert worker.stats.abandoned == 0
+    assert_ended_cancelled(app, job_id, worker, signals)

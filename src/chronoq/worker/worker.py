@@ -22,6 +22,8 @@ ended. It is a few small collaborators around one port:
 Every store call runs in a small I/O thread pool so the loop never blocks on the database, and
 every write is fenced by the job's lease token: a rejected write means the job was rescued and
 claimed again elsewhere (this worker stalled or was cut off); it is counted, logged, and dropped.
+A job cancelled while it runs is not lost: the heartbeat says so, the handler is stopped, and
+its attempt ends cancelled (see `chronoq.worker.heartbeats`).
 Store failures never end the loop: it logs them and backs off, because a database restart is an
 ordinary event for a long-running worker.
 """
@@ -483,9 +485,10 @@ class Worker:
         try:
             params = await self.executor.run(attempt)
         except asyncio.CancelledError:
-            if attempt.in_thread:
+            if attempt.in_thread and not attempt.ctx.cancelled:
                 # The thread cannot be stopped; leave the lease to expire so the rescuer, not
                 # this process, decides, and nobody runs the job while the thread still does.
+                # (A cancelled job has no lease left and never runs again: its end is reported.)
                 self.events.emit(AttemptAbandoned(self.worker_id, job))
                 return
             params = cancelled(attempt, None) if attempt.ctx.cancelled else interrupted(attempt)
