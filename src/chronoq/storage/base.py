@@ -535,7 +535,9 @@ class JobStore(Protocol):
     def job_list(self, params: JobListParams) -> list[Job]: ...
 
     def job_cancel(self, job_id: int) -> Job | None:
-        """Cancel a pending or running job; return the job as it now is (None: no such id)."""
+        """Cancel a pending or running job; return the job as it now is (None: no such id). A
+        running job keeps its worker and lease token, so that attempt's next heartbeat tells
+        its worker (see `JobHeartbeatResult`); a pending one forgets its last worker."""
         ...
 
     def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult: ...
