@@ -1,21 +1,26 @@
 """JobContext: what a handler learns of a cancel, and how its heartbeat tells a cancel from a
-lost lease."""
+lost lease; the log line and the executor's side of it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 import chronoq
-from chronoq.core.jobs import Job, JobStatus
+from chronoq.core.jobs import Job, JobStatus, Outcome
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import AttemptCancelled, Observers
 from chronoq.storage.base import JobHeartbeatResult, JobLeaseRef, JobStore
+from chronoq.worker.attempts import Attempt
+from chronoq.worker.executor import Executor
 
 DUE = datetime(2030, 1, 31, 9, 0, tzinfo=UTC)
 
@@ -116,9 +121,29 @@ def test_the_worker_log_says_a_job_was_cancelled_while_running(
     events = Observers([EventLog()])
     events.emit(AttemptCancelled("w", running_job(), interrupted=True))
     events.emit(AttemptCancelled("w", running_job(), interrupted=False))
+    events.emit(AttemptCancelled("w", running_job(), interrupted=False, started=False))
     assert [r.getMessage() for r in caplog.records] == [
         "job 7 t was cancelled while running; its handler was interrupted",
         "job 7 t was cancelled while running; its handler is told (ctx.cancelled) and its "
         "result will be discarded",
+        "job 7 t was cancelled while running; it had not started, and will not",
     ]
     assert {getattr(r, "action", None) for r in caplog.records} == {"job.cancelled_running"}
+
+
+def test_an_attempt_cancelled_before_it_starts_never_calls_its_handler(tmp_path: Path) -> None:
+    """A job claimed ahead and cancelled while it waited for a slot ends cancelled unrun."""
+    app = chronoq.App(f"sqlite:///{tmp_path / 'jobs.db'}")
+    called: list[int] = []
+
+    @app.task
+    def t() -> None:
+        called.append(1)
+
+    ctx, _ = context()
+    ctx.mark_cancelled()
+    with ThreadPoolExecutor(max_workers=1) as pool, app:
+        params = asyncio.run(Executor(app.tasks, pool).run(Attempt(ctx.job, ctx)))
+    assert params is not None
+    assert (params.outcome, called) == (Outcome.CANCELLED, [])
+    assert params.error is not None and params.error["error"] == "chronoq.errors.JobCancelled"

@@ -99,11 +99,12 @@ class EventLog:
         )
 
     def attempt_cancelled(self, event: AttemptCancelled) -> None:
-        how = (
-            "its handler was interrupted"
-            if event.interrupted
-            else "its handler is told (ctx.cancelled) and its result will be discarded"
-        )
+        if event.interrupted:
+            how = "its handler was interrupted"
+        elif event.started:
+            how = "its handler is told (ctx.cancelled) and its result will be discarded"
+        else:
+            how = "it had not started, and will not"
         worker_log.info(
             "job %d %s was cancelled while running; %s",
             event.job.id,

@@ -78,7 +78,8 @@ class LeaseKeeper:
         task = attempt.task if attempt.on_loop else None
         if task is not None:
             task.cancel()
-        self.events.emit(AttemptCancelled(self.worker_id, attempt.job, task is not None))
+        started = attempt.task is not None
+        self.events.emit(AttemptCancelled(self.worker_id, attempt.job, task is not None, started))
 
     def _refused(self, attempt: Attempt) -> None:
         # A job no longer held, or whose result is on its way, may just have crossed its
