@@ -78,10 +78,13 @@ def main() -> int:
         options = chronoq.WorkerOptions(
             queues=["chaos", "ticks"], concurrency=8, rescue_interval=1.0, poll_interval=0.5
         )
-        # The process's own clock, which the clock-skew scenario sets 5 minutes off.
-        signals.write({"event": "start", "wall": time.time()})
         # Under tests.chaos.supervised_main, the pipe its supervisor reads; else no ledger.
-        chronoq.Worker(app, options, [signals], ledger=JobLedger.from_environment()).run()
+        worker = chronoq.Worker(app, options, [signals], ledger=JobLedger.from_environment())
+        # Written once the store is open (the runner injects no fault before every worker has
+        # said so), with the process's own clock, which the clock-skew scenario sets 5 minutes
+        # off.
+        signals.write({"event": "start", "wall": time.time()})
+        worker.run()
     return 0
 
 
