@@ -286,7 +286,7 @@ def _drain_cpu(stack: Stack, procs: Sequence[Proc]) -> tuple[float, float, float
 
 
 def figure_drain(settings: Settings, stack: Stack) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for processes in settings.tier_processes:
         for dispatch in MODES:
             runs = [
@@ -355,17 +355,16 @@ def lateness_once(
             if float(scalar(watch, "tier_db_now")) > first:
                 raise BenchError(f"tiered figure: enqueue of {jobs:,} jobs outran its lead")
             done += jobs
-            wait_for(
-                "lateness",
-                lambda total=done: int(scalar(watch, "tier_done")) >= total,
-                procs,
-                60.0 + spread + jobs / 100,
-            )
+            wait_for("lateness", _reached(watch, done), procs, 60.0 + spread + jobs / 100)
             after = min(e.id for e in ids) - 1
             rows = watch.execute(Q["tier_lateness"], {"after": after})
             lateness.append([float(row[0]) for row in rows])
         app.close()
     return lateness
+
+
+def _reached(watch: psycopg.Connection[Any], done: int) -> Callable[[], bool]:
+    return lambda: int(scalar(watch, "tier_done")) >= done
 
 
 def figure_lateness(
@@ -383,11 +382,16 @@ def figure_lateness(
         ]
         for dispatch in MODES
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index, (case, (jobs, spread)) in enumerate(cases.items()):
         for dispatch in MODES:
             stats = [latency_stats(run[index]) for run in runs[dispatch]]
-            row = {"case": case, "dispatch": dispatch, "jobs": jobs, "spread_s": spread}
+            row: dict[str, Any] = {
+                "case": case,
+                "dispatch": dispatch,
+                "jobs": jobs,
+                "spread_s": spread,
+            }
             row |= {key: summary([r[key] for r in stats]) for key in ("p50_ms", "p99_ms", "max_ms")}
             rows.append(row)
             settings.log(
@@ -441,7 +445,7 @@ def _activity(watch: psycopg.Connection[Any], stack: Stack) -> tuple[float, ...]
 
 
 def figure_idle(settings: Settings, stack: Stack) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for workers in settings.tier_idle_workers:
         for dispatch in MODES:
             # One window each: it is already an average over several poll intervals.
@@ -536,7 +540,7 @@ def figure_move(settings: Settings, stack: Stack) -> list[dict[str, Any]]:
     timers = settings.tier_move_timers
     cases = [(1, max(10, timers // 20), 0), (100, timers, 0), (1_000, timers, 0)]
     cases.append((1_000, timers, settings.tier_move_backlog))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for batch, count, backlog in cases:
         runs = [move_once(settings, stack, batch, count, backlog) for _ in range(settings.repeats)]
         rows.append(
