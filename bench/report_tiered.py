@@ -37,6 +37,19 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*lines, *("| " + " | ".join(row) + " |" for row in rows), ""]
 
 
+CPU_KEYS = (
+    "server_cpu_us_per_job",
+    "workers_cpu_us_per_job",
+    "leader_cpu_us_per_job",
+    "redis_cpu_us_per_job",
+)
+
+
+def total_cpu(row: dict[str, Any] | None) -> float:
+    """CPU per job of every process a drain used, microseconds."""
+    return sum(_med(row, key) for key in CPU_KEYS)
+
+
 def drain_verdicts(drain: Sequence[dict[str, Any]]) -> list[str]:
     """One line per process count: tiered ÷ db, and where tiered loses, where its CPU went."""
     lines = []
@@ -55,7 +68,8 @@ def drain_verdicts(drain: Sequence[dict[str, Any]]) -> list[str]:
                 f"{_med(tier, 'server_cpu_us_per_job'):.0f} µs against db dispatch's "
                 f"{_med(db, 'server_cpu_us_per_job'):.0f} µs, the workers "
                 f"{_med(tier, 'workers_cpu_us_per_job'):.0f} µs against "
-                f"{_med(db, 'workers_cpu_us_per_job'):.0f} µs"
+                f"{_med(db, 'workers_cpu_us_per_job'):.0f} µs: {total_cpu(tier):.0f} µs of CPU a "
+                f"job in all against {total_cpu(db):.0f} µs, on cores that every process shares"
             )
         lines.append(line + ".")
     return lines
@@ -96,15 +110,7 @@ def _drain(drain: list[dict[str, Any]]) -> list[str]:
             r["dispatch"],
             str(r["processes"]),
             _range(r["jobs_per_s"]),
-            *(
-                f"{r[key]['median']:.0f}"
-                for key in (
-                    "server_cpu_us_per_job",
-                    "workers_cpu_us_per_job",
-                    "leader_cpu_us_per_job",
-                    "redis_cpu_us_per_job",
-                )
-            ),
+            *(f"{r[key]['median']:.0f}" for key in CPU_KEYS),
         ]
         for r in drain
     ]

@@ -108,7 +108,8 @@ def test_a_mode_that_drains_slower_is_said_to_lose_with_its_cpu_per_job() -> Non
     assert lines == [
         f"- 1 process(es): tiered drains at 0.78{TIMES} db dispatch (**tiered loses**): per job, "
         "its partition leader spent 20 µs of CPU, Redis 6 µs, PostgreSQL 40 µs against db "
-        "dispatch's 40 µs, the workers 50 µs against 50 µs."
+        "dispatch's 40 µs, the workers 50 µs against 50 µs: 116 µs of CPU a job in all against "
+        "90 µs, on cores that every process shares."
     ]
     winning = [drain_row("db", 4, 5_000, 0.0), drain_row("tiered", 4, 6_000, 20.0)]
     assert drain_verdicts(winning) == [
