@@ -209,14 +209,17 @@ def _failover(failover: dict[str, Any]) -> list[str]:
     return [
         f"**Failover.** Two leader processes elected in etcd (lease TTL {ttl:g} s), one "
         "partition, one tiered worker. Each time: a probe job due 0.1 s after the kill, "
-        f"SIGKILL the leader, seconds from the kill to the probe's start; then a new standby. "
+        "SIGKILL the process that leads the partition at that instant (as its own "
+        f"announcements say), seconds from the kill to the probe's start; then a new standby. "
         f"{failover['kills']} kills: median {fired['median']:.2f} s, p90 "
         f"{failover['fired_p90_s']:.2f} s, range {fired['min']:.2f}–{fired['max']:.2f} s "
         f"({fired['median'] / ttl:.2f}× the TTL); the standby said it leads after "
         f"{failover['elected_s']['median']:.2f} s (median); the probe started "
         f"{failover['late_s']['median']:.2f} s after it was due (median).",
         "",
-        "Every kill, seconds: " + ", ".join(f"{s:.2f}" for s in failover["fired_runs_s"]),
+        "Every kill, seconds to the probe's start: "
+        + ", ".join(f"{s:.2f}" for s in failover["fired_runs_s"])
+        + f". Leader step-downs not caused by a kill: {failover.get('step_downs', 0)}.",
         "",
     ]
 

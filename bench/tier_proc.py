@@ -2,7 +2,8 @@
 
 - `worker`: one chronoq `Worker` of an async no-op task, in db or tiered dispatch.
 - `leader`: one tier partition leader (`TierLeader`), elected by the static elector (it leads
-  every partition) or by etcd; it prints `lead P EPOCH` when it gains partition P.
+  every partition) or by etcd; it prints `lead P EPOCH` when it gains partition P and
+  `lost P WHY` when it stops leading it.
 - `idle`: imports once, then forks `count` workers (import time is the same for every child, and
   forking spares two cores a minute of interpreter start-ups); it forwards SIGTERM to them.
 
@@ -13,6 +14,7 @@ Each prints `ready` once built (an idle spawner: once per child), waits for a li
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -100,6 +102,8 @@ def _say(line: str) -> None:
 def _announce(event: PartitionLeaderChanged) -> None:
     if event.epoch is not None:
         _say(f"lead {event.partition} {event.epoch}")
+    else:
+        _say(f"lost {event.partition} {event.why or '-'}")
 
 
 def run_worker(spec: Spec, wait: bool = True) -> None:
@@ -154,6 +158,7 @@ def run_idle(spec: Spec) -> None:
 
 
 def main(argv: list[str]) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     role, spec_json = argv
     spec = Spec(**json.loads(spec_json))
     {"worker": run_worker, "leader": run_leader, "idle": run_idle}[role](spec)

@@ -566,8 +566,47 @@ def figure_move(settings: Settings, stack: Stack) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Failover:
     fired_s: float  # kill → the probe timer's start
-    elected_s: float  # kill → the standby said it leads
+    elected_s: float  # kill → a standby said it leads
     late_s: float  # the probe's start - its run_at
+
+
+@dataclass
+class Leaders:
+    """The leader processes of the failover figure and what each last said: `lead` or
+    `lost` (a step-down without a kill: a lapsed trust window, say)."""
+
+    procs: list[Proc]
+    said: dict[int, tuple[float, str]] = field(default_factory=dict)  # pid → (when, line)
+    step_downs: int = 0
+
+    def read(self) -> None:
+        for proc in self.procs:
+            while True:
+                try:
+                    at, line = proc.lines.get_nowait()
+                except queue.Empty:
+                    break
+                if line.startswith("lost"):
+                    self.step_downs += 1
+                if line.startswith(("lead", "lost")):
+                    self.said[proc.pid] = (at, line)
+
+    def leading(self, after: float = 0.0) -> Proc | None:
+        """The live process whose last word, said after `after`, was that it leads."""
+        self.read()
+        for proc in self.procs:
+            at, line = self.said.get(proc.pid, (0.0, ""))
+            if at > after and line.startswith("lead") and proc.proc and proc.proc.poll() is None:
+                return proc
+        return None
+
+    def wait_leading(self, after: float = 0.0, timeout: float = 60.0) -> tuple[Proc, float]:
+        deadline = time.monotonic() + timeout
+        while (proc := self.leading(after)) is None:
+            if time.monotonic() > deadline:
+                raise BenchError("tiered figure: no partition leader after a failover")
+            time.sleep(0.005)
+        return proc, self.said[proc.pid][0]
 
 
 def figure_failover(settings: Settings, stack: Stack) -> dict[str, Any]:
@@ -577,15 +616,13 @@ def figure_failover(settings: Settings, stack: Stack) -> dict[str, Any]:
     with ExitStack() as held, psycopg.connect(spec.dsn, autocommit=True) as watch:
         worker = held.enter_context(running(settings, "worker", replace(spec, concurrency=10)))
         worker.go()
-        leaders = [_leader(settings, held, spec, n) for n in range(2)]
-        leading = _first_leader(leaders)
+        leaders = Leaders([_leader(settings, held, spec, n) for n in range(2)])
         app = build_app(spec)
         held.callback(app.close)
         for n in range(settings.tier_failovers):
-            kills.append(_kill_once(app, watch, leading, [p for p in leaders if p is not leading]))
-            leaders = [p for p in leaders if p is not leading]
-            leading = leaders[0]
-            leaders.append(_leader(settings, held, spec, n + 2))
+            kills.append(_kill_once(app, watch, leaders))
+            leaders.procs = [p for p in leaders.procs if p.proc and p.proc.poll() is None]
+            leaders.procs.append(_leader(settings, held, spec, n + 2))
             time.sleep(ttl / 2)  # the new standby connects and watches before the next kill
     fired = sorted(k.fired_s for k in kills)
     row = {
@@ -596,10 +633,13 @@ def figure_failover(settings: Settings, stack: Stack) -> dict[str, Any]:
         "elected_s": summary([k.elected_s for k in kills]),
         "late_s": summary([k.late_s for k in kills]),
         "fired_runs_s": [round(k.fired_s, 3) for k in kills],
+        "elected_runs_s": [round(k.elected_s, 3) for k in kills],
+        "step_downs": leaders.step_downs,
     }
     settings.log(
         f"tiered/failover {len(kills)} kills (TTL {ttl:g} s): next timer fired after "
-        f"{statistics.median(fired):.2f} s median, {fired[-1]:.2f} s max"
+        f"{statistics.median(fired):.2f} s median, {fired[-1]:.2f} s max; "
+        f"{leaders.step_downs} step-down(s) without a kill"
     )
     return row
 
@@ -610,29 +650,16 @@ def _leader(settings: Settings, held: ExitStack, spec: Spec, n: int) -> Proc:
     return proc
 
 
-def _first_leader(leaders: Sequence[Proc], timeout: float = 30.0) -> Proc:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for proc in leaders:
-            try:
-                proc.lines.get(timeout=0.05)
-                return proc
-            except queue.Empty:
-                proc.check_alive()
-    raise BenchError("tiered figure: no leader elected")
-
-
-def _kill_once(
-    app: Any, watch: psycopg.Connection[Any], leading: Proc, standby: list[Proc]
-) -> Failover:
-    now = float(scalar(watch, "tier_db_now"))
-    kill_at = now + 0.5
+def _kill_once(app: Any, watch: psycopg.Connection[Any], leaders: Leaders) -> Failover:
+    """Kill whichever process leads the partition at the kill, a probe due just after it."""
+    leaders.wait_leading()
+    kill_at = float(scalar(watch, "tier_db_now")) + 0.5
     probe = app.enqueue("noop", run_at=datetime.fromtimestamp(kill_at + LEADER_GRACE, UTC))
     time.sleep(max(0.0, kill_at - time.time()))
+    leading, _ = leaders.wait_leading()
     killed = time.time()
     leading.kill()
-    [successor] = standby
-    elected, _ = successor.expect("lead", timeout=60.0)
+    _, elected = leaders.wait_leading(after=killed)
     deadline = time.monotonic() + 60.0
     while (started := scalar(watch, "tier_started_at", id=probe.id)) is None:
         if time.monotonic() > deadline:
