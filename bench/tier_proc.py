@@ -3,7 +3,8 @@
 - `worker`: one chronoq `Worker` of an async no-op task, in db or tiered dispatch.
 - `leader`: one tier partition leader (`TierLeader`), elected by the static elector (it leads
   every partition) or by etcd; it prints `lead P EPOCH` when it gains partition P and
-  `lost P WHY` when it stops leading it.
+  `lost P WHY` when it stops leading it, and `moved COUNT LATE` for every move.lua call (LATE:
+  seconds from the earliest of its timers falling due to the move, on the database clock).
 - `idle`: imports once, then forks `count` workers (import time is the same for every child, and
   forking spares two cores a minute of interpreter start-ups); it forwards SIGTERM to them.
 
@@ -27,7 +28,12 @@ from chronoq.coordination import PartitionElector, StaticElector
 from chronoq.coordination.etcd import EtcdElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
 from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
-from chronoq.observability.events import Observers, PartitionLeaderChanged, Subscription
+from chronoq.observability.events import (
+    Observers,
+    PartitionLeaderChanged,
+    Subscription,
+    TimersMoved,
+)
 from chronoq.worker.worker import Worker, WorkerOptions
 
 PREFIX = "chronoq-bench"
@@ -131,9 +137,13 @@ def run_leader(spec: Spec) -> None:
     leader.run(stop)
 
 
+def _moved(event: TimersMoved) -> None:
+    _say(f"moved {event.count} {event.late:.6f}")
+
+
 class _Announcer:
     def subscriptions(self) -> list[Subscription[Any]]:
-        return [Subscription(PartitionLeaderChanged, _announce)]
+        return [Subscription(PartitionLeaderChanged, _announce), Subscription(TimersMoved, _moved)]
 
 
 def run_idle(spec: Spec) -> None:

@@ -335,9 +335,10 @@ def steady_rate(drain_rows: Sequence[dict[str, Any]], wanted: float) -> tuple[fl
 
 def lateness_once(
     settings: Settings, stack: Stack, dispatch: str, cases: Sequence[tuple[int, float]]
-) -> list[list[float]]:
+) -> list[tuple[list[float], list[float]]]:
     """For each case in turn, on one fleet: `jobs` due evenly across `spread` seconds, from a
-    lead that covers their enqueue; the start lateness of each case's jobs."""
+    lead that covers their enqueue; the start lateness of each case's jobs, and (tiered) the
+    lateness of each move.lua call the leader made meanwhile."""
     spec = fresh(stack, dispatch)
     lateness = []
     with fleet(settings, spec, LATENESS_PROCESSES) as procs, psycopg.connect(spec.dsn) as watch:
@@ -358,9 +359,23 @@ def lateness_once(
             wait_for("lateness", _reached(watch, done), procs, 60.0 + spread + jobs / 100)
             after = min(e.id for e in ids) - 1
             rows = watch.execute(Q["tier_lateness"], {"after": after})
-            lateness.append([float(row[0]) for row in rows])
+            lateness.append(([float(row[0]) for row in rows], _move_lateness(procs)))
         app.close()
     return lateness
+
+
+def _move_lateness(procs: Sequence[Proc]) -> list[float]:
+    """The lateness of the move calls the leader has reported since the last read."""
+    late = []
+    for proc in procs:
+        while True:
+            try:
+                _, line = proc.lines.get_nowait()
+            except queue.Empty:
+                break
+            if line.startswith("moved "):
+                late.append(float(line.split()[2]))
+    return late
 
 
 def _reached(watch: psycopg.Connection[Any], done: int) -> Callable[[], bool]:
@@ -385,7 +400,8 @@ def figure_lateness(
     rows: list[dict[str, Any]] = []
     for index, (case, (jobs, spread)) in enumerate(cases.items()):
         for dispatch in MODES:
-            stats = [latency_stats(run[index]) for run in runs[dispatch]]
+            stats = [latency_stats(run[index][0]) for run in runs[dispatch]]
+            moves = [latency_stats(run[index][1]) for run in runs[dispatch] if run[index][1]]
             row: dict[str, Any] = {
                 "case": case,
                 "dispatch": dispatch,
@@ -393,6 +409,8 @@ def figure_lateness(
                 "spread_s": spread,
             }
             row |= {key: summary([r[key] for r in stats]) for key in ("p50_ms", "p99_ms", "max_ms")}
+            if moves:
+                row["move"] = {key: summary([m[key] for m in moves]) for key in moves[0]}
             rows.append(row)
             settings.log(
                 f"tiered/lateness {case} {dispatch}: p50 {row['p50_ms']['median']:.1f} ms, "
