@@ -226,9 +226,17 @@ def _failover(failover: dict[str, Any]) -> list[str]:
         "",
         "Every kill, seconds to the probe's start: "
         + ", ".join(f"{s:.2f}" for s in failover["fired_runs_s"])
-        + f". Leader step-downs not caused by a kill: {failover.get('step_downs', 0)}.",
+        + f". Leader step-downs not caused by a kill: {failover.get('step_downs', 0)}"
+        + _reasons(failover.get("step_down_reasons"))
+        + ".",
         "",
     ]
+
+
+def _reasons(reasons: dict[str, int] | None) -> str:
+    if not reasons:
+        return ""
+    return " (" + ", ".join(f"{why}: {n}" for why, n in sorted(reasons.items())) + ")"
 
 
 # -- chart --------------------------------------------------------------------------------

@@ -596,6 +596,7 @@ class Leaders:
     procs: list[Proc]
     said: dict[int, tuple[float, str]] = field(default_factory=dict)  # pid → (when, line)
     step_downs: int = 0
+    why: dict[str, int] = field(default_factory=dict)  # step-downs by the reason given
 
     def read(self) -> None:
         for proc in self.procs:
@@ -606,6 +607,8 @@ class Leaders:
                     break
                 if line.startswith("lost"):
                     self.step_downs += 1
+                    reason = line.split(maxsplit=2)[-1]
+                    self.why[reason] = self.why.get(reason, 0) + 1
                 if line.startswith(("lead", "lost")):
                     self.said[proc.pid] = (at, line)
 
@@ -653,6 +656,7 @@ def figure_failover(settings: Settings, stack: Stack) -> dict[str, Any]:
         "fired_runs_s": [round(k.fired_s, 3) for k in kills],
         "elected_runs_s": [round(k.elected_s, 3) for k in kills],
         "step_downs": leaders.step_downs,
+        "step_down_reasons": leaders.why,
     }
     settings.log(
         f"tiered/failover {len(kills)} kills (TTL {ttl:g} s): next timer fired after "
