@@ -26,6 +26,21 @@ def process_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` now (not their own children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
 def processes_seconds(pids: Iterable[int]) -> float:
     return sum(process_seconds(pid) for pid in pids)
 

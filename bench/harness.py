@@ -119,6 +119,19 @@ class Settings:
     poison_work_jobs: int
     poison_exit_hard: int  # poison jobs whose handler ends its process with os._exit(3)
     poison_hang: int  # poison jobs whose sync handler blocks past its timeout
+    # Figure 8 (bench/tiered.py): tiered dispatch against db dispatch.
+    tier_drain_jobs: int = 20_000
+    tier_processes: tuple[int, ...] = (1, 2, 4)
+    tier_burst_jobs: int = 10_000  # due within one second
+    tier_steady_rate: float = 2_000.0  # jobs/s, unless half the drain capacity is lower
+    tier_steady_s: float = 10.0  # how long the steady stream falls due
+    tier_idle_workers: tuple[int, ...] = (0, 8, 32, 64)  # 0: tiered's leader alone
+    tier_idle_settle_s: float = 3.0  # after the last idle worker is ready, before the window
+    tier_idle_window_s: float = 15.0  # three of a db worker's 5 s poll intervals
+    tier_move_timers: int = 50_000
+    tier_move_backlog: int = 1_000_000  # pending beyond the horizon in the last move case
+    tier_leader_ttl: float = 5.0
+    tier_failovers: int = 20
     figures: tuple[str, ...] = FIGURES
     log: Callable[[str], None] = print
 
@@ -159,6 +172,18 @@ class Settings:
             "poison_work_jobs": 300,
             "poison_exit_hard": 2,
             "poison_hang": 1,
+            "tier_drain_jobs": 300,
+            "tier_processes": (1,),
+            "tier_burst_jobs": 150,
+            "tier_steady_rate": 150.0,
+            "tier_steady_s": 1.0,
+            "tier_idle_workers": (2,),
+            "tier_idle_settle_s": 0.3,
+            "tier_idle_window_s": 1.0,
+            "tier_move_timers": 2_000,
+            "tier_move_backlog": 5_000,
+            "tier_leader_ttl": 2.0,
+            "tier_failovers": 2,
         }
         return cls(**(values | overrides))
 
@@ -1061,6 +1086,11 @@ def run(settings: Settings) -> dict[str, Any]:
         figures["herd"] = figure_herd(settings, list(classes))
     if "poison" in selected and "chronoq" in classes:
         figures["poison"] = figure_poison(settings)
+    if "tiered" in selected and "chronoq" in classes:
+        # Imported here: bench.tiered builds on this module's settings and helpers.
+        from bench.tiered import figure_tiered
+
+        figures["tiered"] = figure_tiered(settings)
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),

@@ -20,6 +20,7 @@ FIGURE_KEYS: dict[str, tuple[str, ...]] = {
     "efficiency": ("efficiency",),
     "herd": ("herd",),
     "poison": ("poison",),
+    "tiered": ("tiered",),
 }
 FIGURE_TITLES = {
     "drain": "drain",
@@ -29,6 +30,7 @@ FIGURE_TITLES = {
     "efficiency": "efficiency at saturation",
     "herd": "the 09:00 herd under a rate limit",
     "poison": "poison jobs beside ordinary work",
+    "tiered": "tiered dispatch against db dispatch",
 }
 PROVENANCE = ("started_at", "duration_s", "smoke", "repeats", "machine")
 

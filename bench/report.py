@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import report_tiered
 from bench.merge import FIGURE_KEYS, figure_label
 
 ANALYSIS = Path(__file__).with_name("analysis.md")
@@ -200,6 +201,8 @@ def markdown(results: dict[str, Any], charts: dict[str, str]) -> str:
     for key, section in sections:
         if figures.get(key):
             lines += section(figures, charts, title)
+    if figures.get("tiered"):
+        lines += report_tiered.section(figures["tiered"], charts.get("tiered"))
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").strip(), ""]
     return "\n".join(lines)
@@ -600,6 +603,9 @@ def draw_charts(results: dict[str, Any], out: Path) -> dict[str, str]:
         fig.tight_layout()
         _save(fig, out / "herd.png", plt)
         written["herd"] = "herd.png"
+
+    if figures.get("tiered") and (chart := report_tiered.draw(figures["tiered"], out, plt)):
+        written["tiered"] = chart
     return written
 
 

@@ -146,3 +146,34 @@ SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()
 
 -- name: flush_stats
 SELECT pg_stat_clear_snapshot()
+
+-- name: tier_done
+-- Figure 8: jobs finished so far (its databases hold its jobs only).
+SELECT count(*) FROM chronoq_jobs WHERE status = 'done'
+
+-- name: tier_lateness
+-- Figure 8: how late each finished job above an id started, in seconds, both instants on the
+-- database clock.
+SELECT extract(epoch FROM started_at - run_at)::float8
+FROM chronoq_jobs WHERE status = 'done' AND id > %(after)s
+
+-- name: tier_started_at
+-- Figure 8: when one job started (epoch seconds), or NULL while it has not.
+SELECT extract(epoch FROM started_at)::float8 FROM chronoq_jobs WHERE id = %(id)s
+
+-- name: tier_db_now
+-- Figure 8: the database clock, epoch seconds.
+SELECT extract(epoch FROM clock_timestamp())::float8
+
+-- name: tier_statements
+-- Figure 8: statements executed in one database so far, as pg_stat_statements counts them.
+SELECT coalesce(sum(s.calls), 0)::bigint
+FROM pg_stat_statements AS s JOIN pg_database AS d ON d.oid = s.dbid
+WHERE d.datname = %(db)s
+
+-- name: tier_database_activity
+-- Figure 8: transactions committed and rows fetched in one database so far.
+SELECT xact_commit, tup_fetched FROM pg_stat_database WHERE datname = %(db)s
+
+-- name: tier_create_statements
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements
