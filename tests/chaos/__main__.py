@@ -20,7 +20,10 @@ from pathlib import Path
 
 from tests.chaos.checker import Findings
 from tests.chaos.cluster import PrivateCluster
-from tests.chaos.runner import REPO, SCENARIOS, Outcome, Run
+from tests.chaos.runner import REPO, SCENARIOS, Outcome
+from tests.chaos.tiered import TIER_SCENARIOS, TierServices, open_run
+
+EVERY_SCENARIO = {**SCENARIOS, **TIER_SCENARIOS}
 
 DOC = REPO / "docs" / "reliability.md"
 MARK = "<!-- the table below is written by `make chaos` -->"
@@ -28,36 +31,46 @@ MARK = "<!-- the table below is written by `make chaos` -->"
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos")
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--scenario", choices=sorted(EVERY_SCENARIO), action="append")
     parser.add_argument("--seed", type=int, help="replay: the same faults at the same moments")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--window", type=float, default=30.0, help="seconds of fault injection")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite the doc's table")
+    parser.add_argument("--keep", type=Path, help="keep each run's logs and history under DIR")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or list(EVERY_SCENARIO)
     rng = random.SystemRandom()
     cluster = PrivateCluster()
     cluster.create()
+    tier: TierServices | None = None
     outcomes: list[Outcome] = []
     try:
+        if any(EVERY_SCENARIO[name].tiered for name in names):
+            tier = TierServices()
+            tier.create()
         for name in names:
             scenario = dataclasses.replace(
-                SCENARIOS[name], jobs=args.jobs, fault_window=args.window
+                EVERY_SCENARIO[name], jobs=args.jobs, fault_window=args.window
             )
             for _ in range(1 if args.seed is not None else args.runs):
                 seed = args.seed if args.seed is not None else rng.randrange(2**32)
-                with tempfile.TemporaryDirectory(prefix="chronoq-chaos-") as work:
-                    outcome = Run(cluster, scenario, seed, Path(work)).execute()
+                with tempfile.TemporaryDirectory(prefix="chronoq-chaos-", dir=args.keep) as work:
+                    run = open_run(cluster, scenario, seed, Path(work), tier)
+                    outcome = run.execute()
+                    if args.keep is not None:
+                        shutil.copytree(work, args.keep / f"{name}-{seed}")
                 outcomes.append(outcome)
                 print(_line(outcome), flush=True)
                 for violation in outcome.findings.violations[:20]:
                     print(f"    {violation}", flush=True)
     finally:
+        if tier is not None:
+            tier.destroy()
         cluster.destroy()
     if not args.no_doc and args.seed is None:
         _write_doc(outcomes, args)
@@ -66,11 +79,27 @@ def main(argv: list[str]) -> int:
 
 def _line(outcome: Outcome) -> str:
     found = outcome.findings
-    return (
+    line = (
         f"{outcome.scenario.name} seed {outcome.seed}: {sum(outcome.injected.values())} faults "
         f"{outcome.injected}, {found.jobs} jobs, {found.executions} executions, "
+        f"{len(found.lost)} lost, {found.extra_explained} extra runs explained, "
         f"{len(found.violations)} violation(s), {outcome.seconds:.0f}s"
     )
+    tier = found.tier
+    if tier is not None:
+        line += (
+            f"; tier: {tier.writes} fenced writes ({tier.moves} moves), stale refused "
+            f"{tier.stale_refused} (moves {tier.stale_moves_refused}, after a resume "
+            f"{tier.resumed_refused}), accepted {len(tier.stale_accepted)}, duplicate entries "
+            f"{tier.duplicate_entries}, failover {_seconds(tier.failovers)}"
+            f" (compound {_seconds(tier.compound_failovers)}), first move after a Redis "
+            f"restart {_seconds(tier.redis_recoveries)}"
+        )
+    return line
+
+
+def _seconds(values: list[float]) -> str:
+    return f"max {max(values):.2f}s n={len(values)}" if values else "-"
 
 
 def _write_doc(outcomes: list[Outcome], args: argparse.Namespace) -> None:

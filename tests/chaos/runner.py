@@ -62,9 +62,17 @@ class Scenario:
     supervised: bool = False
     poison: int = 0  # jobs whose handler kills its process: they must end dead, at 3 attempts
     ks_alpha: float = KS_ALPHA  # significance of the retry-delay uniformity test
+    # Tiered dispatch (tests.chaos.tiered): partition leaders in etcd, timers and streams in a
+    # private Redis; jobs fall due at random over the fault window, so faults meet moves.
+    tiered: bool = False
+    finale: str | None = None  # one more fault, from FAULTS, once the window has passed
 
     def describe(self) -> str:
         parts = [", ".join(self.faults) or "none"]
+        if self.finale is not None:
+            parts[0] += f", then {self.finale}"
+        if self.tiered:
+            parts.append(f"tiered, {self.schedulers} schedulers")
         if self.supervised:
             parts.append(f"under the supervisor, {self.poison} poison jobs")
         if self.skew:
@@ -103,7 +111,7 @@ class Run:
     def prepare(self) -> dict[int, int]:
         with psycopg.connect(self.cluster.dsn, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
-        with chronoq.App(self.dsn) as app:
+        with self.open_app() as app:
             app.migrate()
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 conn.execute(EFFECTS_TABLE)
@@ -111,14 +119,21 @@ class Run:
             ids = [result.id for result in app.enqueue_many(specs)]
         return dict(zip(ids, planned, strict=True))
 
+    def open_app(self) -> chronoq.App:
+        return chronoq.App(self.dsn)
+
     def _workload(self) -> tuple[list[chronoq.JobSpec], list[int]]:
         specs, planned = [], []
         for _ in range(self.scenario.jobs):
             fail_first = self.rng.choice((0, 0, 0, 0, 1, 2, 3))
             # Mostly short work, some long enough to need heartbeats (a third of the lease).
             ms = self.rng.choice((5, 20, 50, 100, 200)) if self.rng.random() < 0.9 else 1500
+            window = self.scenario.fault_window
+            delay = self.rng.uniform(0, window) if self.scenario.tiered else None
             specs.append(
-                chronoq.JobSpec("work", {"ms": ms, "fail_first": fail_first}, queue="chaos")
+                chronoq.JobSpec(
+                    "work", {"ms": ms, "fail_first": fail_first}, queue="chaos", delay=delay
+                )
             )
             planned.append(fail_first)
         for position in sorted(self.rng.sample(range(len(specs) + 1), self.scenario.poison)):
@@ -280,12 +295,14 @@ class Run:
             count = 1 if self.scenario.supervised else self.scenario.workers
             self.workers = [self.start_worker(i) for i in range(count)]
             self.schedulers = [self.start_scheduler(i) for i in range(self.scenario.schedulers)]
+            self.ready()
             self._inject()
             for timer in self._timers:
                 timer.join()
-            # Schedulers stop first, so every tick they fired runs before the workers stop.
-            self._stop(self.schedulers)
+            self.join_watchers()
+            self.wind_down()
             self._settle()
+            self._stop(self.schedulers)
             self._stop(self.workers)
         finally:
             # Whatever went wrong (a timeout included), leave no process behind.
@@ -294,7 +311,7 @@ class Run:
                     process.kill()
                     process.wait()
         histories = sorted(self.work.glob(f"history-{self.database}.jsonl"))
-        findings = check(self.dsn, histories, self.faults, enqueued, self.scenario.ks_alpha)
+        findings = self.check(histories, enqueued)
         injected: dict[str, int] = {}
         for fault in self.faults:
             injected[fault.kind] = injected.get(fault.kind, 0) + 1
@@ -307,6 +324,20 @@ class Run:
             injected,
             self._clock_offsets(histories),
         )
+
+    def ready(self) -> None:
+        """Wait, before the first fault, until the fleet is up (the tiered fleet overrides)."""
+
+    def join_watchers(self) -> None:
+        """Wait for what measures the faults' effects (the tiered fleet overrides)."""
+
+    def wind_down(self) -> None:
+        """Before the wait for every job to settle: schedulers stop first, so every tick they
+        fired runs before the workers stop."""
+        self._stop(self.schedulers)
+
+    def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
+        return check(self.dsn, histories, self.faults, enqueued, self.scenario.ks_alpha)
 
     def _clock_offsets(self, histories: list[Path]) -> list[float]:
         """How far each worker's clock was from ours when it started (the skew, if any)."""
@@ -325,6 +356,8 @@ class Run:
         while time.monotonic() < deadline:
             threading.Event().wait(self.rng.uniform(low, high))  # the gap between two faults
             getattr(self, self.rng.choice(self.scenario.faults))()
+        if self.scenario.finale is not None:
+            getattr(self, self.scenario.finale)()
 
     def _settle(self) -> None:
         def settled() -> bool:
