@@ -70,6 +70,8 @@ def main(argv: list[str]) -> int:
                     print(f"    {violation}", flush=True)
     finally:
         if tier is not None:
+            if args.keep is not None:
+                shutil.copytree(tier.root, args.keep / "tier", ignore=shutil.ignore_patterns("m?"))
             tier.destroy()
         cluster.destroy()
     if not args.no_doc and args.seed is None:
@@ -89,8 +91,9 @@ def _line(outcome: Outcome) -> str:
     if tier is not None:
         line += (
             f"; tier: {tier.writes} fenced writes ({tier.moves} moves), stale refused "
-            f"{tier.stale_refused} (moves {tier.stale_moves_refused}, after a resume "
-            f"{tier.resumed_refused}), accepted {len(tier.stale_accepted)}, duplicate entries "
+            f"{tier.stale_refused} (moves {tier.stale_moves_refused}), resumed leaders' stale "
+            f"writes {tier.resumed_stale} (refused {tier.resumed_refused}), accepted "
+            f"{len(tier.stale_accepted)}, duplicate entries "
             f"{tier.duplicate_entries}, failover {_seconds(tier.failovers)}"
             f" (compound {_seconds(tier.compound_failovers)}), first move after a Redis "
             f"restart {_seconds(tier.redis_recoveries)}"

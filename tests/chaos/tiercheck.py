@@ -15,7 +15,11 @@ run's one history file, and what the fault injector measured.
   `leader_ttl` after it is back, no partition is taken over with a new epoch (checked when no
   other fault that moves leaders overlaps).
 - **nothing moved without quorum**: no stage or move is accepted that was sent while etcd had
-  no quorum, past the trust window of the leases renewed before it was lost.
+  no quorum, past the trust window of the last renewal etcd could still grant. A raft leader
+  left alone still renews leases until it notices that it lost its quorum (etcd's CheckQuorum:
+  within two election timeouts), so that renewal can come up to 2 election timeouts after the
+  loss: a leader may act until 2 x election timeout + ttl / 2 into it, and not after. No other
+  leader can be elected meanwhile, as that takes a quorum.
 - **Redis restarts** are measured: the time from the restart to the first job moved again.
 """
 
@@ -48,6 +52,7 @@ class TierFaults:
     """What the injector did and measured, for the tier rules."""
 
     ttl: float
+    election_timeout: float  # of the etcd cluster
     failovers: list[Failover] = field(default_factory=list)
     resumed: list[tuple[int, float]] = field(default_factory=list)  # (pid, wall) after SIGCONT
     member_losses: list[Window] = field(default_factory=list)
@@ -62,7 +67,8 @@ class TierFindings:
     moves: int = 0
     stale_refused: int = 0
     stale_moves_refused: int = 0
-    resumed_refused: int = 0  # stale writes of leaders resumed from SIGSTOP, all refused
+    resumed_stale: int = 0  # writes of leaders resumed from SIGSTOP naming a superseded epoch
+    resumed_refused: int = 0  # of those, refused by Redis (the rest are violations)
     duplicate_entries: int = 0  # entries for a (job, token) already delivered, dropped
     failovers: list[float] = field(default_factory=list)
     compound_failovers: list[float] = field(default_factory=list)
@@ -133,11 +139,13 @@ def _judge_write(
         return
     found.writes += 1
     found.moves += event["op"] == "move"
+    after = resumed.get(event["pid"])
+    if after is not None and sent.wall >= after and event["epoch"] < sent.newest:
+        found.resumed_stale += 1
+        found.resumed_refused += event["result"] == "stale"
     if event["result"] == "stale":
         found.stale_refused += 1
         found.stale_moves_refused += event["op"] == "move"
-        after = resumed.get(event["pid"])
-        found.resumed_refused += after is not None and sent.wall >= after
     elif event["result"] == "ok" and event["epoch"] < sent.newest:
         found.stale_accepted.append(
             f"partition {event['partition']}: a {event['op']} with epoch {event['epoch']} by "
@@ -219,7 +227,7 @@ def _check_quorum_losses(
     found: TierFindings, writes: list[tuple[_Sent, dict[str, Any]]], faults: TierFaults
 ) -> None:
     for loss in faults.quorum_losses:
-        start = loss.start + faults.ttl / 2 + SEND_SLACK
+        start = loss.start + 2 * faults.election_timeout + faults.ttl / 2 + SEND_SLACK
         for sent, event in writes:
             if event["result"] == "ok" and start <= sent.wall <= loss.end:
                 found.moved_without_quorum.append(

@@ -44,7 +44,10 @@ from tests.services.redis import PrivateRedis
 PARTITIONS = 6
 TTL = 2.0  # leader_ttl: failover in about 2 s; too tight for production, fine on loopback
 FAILOVER_PATIENCE = 30.0
-QUORUM_LOSS = (2.0, 4.0)  # seconds without quorum, drawn uniformly
+# Seconds without quorum, drawn uniformly: long enough to outlast what a leader may still do
+# (tests.chaos.tiercheck: 2 election timeouts + ttl / 2, 3 s here).
+QUORUM_LOSS = (4.0, 6.0)
+ELECTION_TIMEOUT = 1.0  # tests.services.etcd starts members with --election-timeout 1000
 MEMBER_LOSS = (1.0, 3.0)
 
 
@@ -88,7 +91,7 @@ class TieredRun(Run):
         super().__init__(cluster, scenario, seed, work)
         self.tier = tier
         self.prefix = f"chaos-{self.database}"
-        self.measured = TierFaults(TTL)
+        self.measured = TierFaults(TTL, ELECTION_TIMEOUT)
         self._watchers: list[threading.Thread] = []
         self._observer = EtcdElector(
             tier.etcd.endpoints, "chaos-observer", PARTITIONS, ttl=TTL, prefix=self.prefix
@@ -166,6 +169,14 @@ class TieredRun(Run):
         while the last jobs settle; pausing the tick schedule lets the jobs run out."""
         with self.open_app() as app:
             app.store.schedule_pause("tick", True)
+        self._revive()
+
+    def _revive(self) -> None:
+        """Start again a scheduler that exited on its own (one started while PostgreSQL was
+        restarting, or etcd had no quorum, says so and exits), as a supervisor would."""
+        for index, process in enumerate(self.schedulers):
+            if process.poll() is not None:
+                self._replace_scheduler(index)
 
     def join_watchers(self) -> None:
         for watcher in self._watchers:
