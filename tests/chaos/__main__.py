@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,11 +23,20 @@ from tests.chaos.checker import Findings
 from tests.chaos.cluster import PrivateCluster
 from tests.chaos.runner import REPO, SCENARIOS, Outcome
 from tests.chaos.tiered import TIER_SCENARIOS, TierServices, open_run
+from tests.chaos.tiertable import HEADER as TIER_HEADER
+from tests.chaos.tiertable import tier_row
 
 EVERY_SCENARIO = {**SCENARIOS, **TIER_SCENARIOS}
 
 DOC = REPO / "docs" / "reliability.md"
 MARK = "<!-- the table below is written by `make chaos` -->"
+TIER_HEADING = "### Over a tiered fleet"
+DB_HEADER = (
+    "| scenario | faults injected | runs | jobs | executions | lost | extra runs (all "
+    "explained) | unexplained | stale writes refused / accepted | overlaps | kill → re-run, "
+    "max (bound 5 s) | tick errors | retry KS D (max) | reproduce |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -106,13 +116,71 @@ def _seconds(values: list[float]) -> str:
 
 
 def _write_doc(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    """Rewrite the rows of the scenarios run, in both tables; the other rows stay as they were
+    (a run of some scenarios does not erase the others' results)."""
     text = DOC.read_text(encoding="utf-8")
     head = text[: text.index(MARK) + len(MARK)] if MARK in text else text.rstrip() + "\n\n" + MARK
-    DOC.write_text(head + "\n\n" + _table(outcomes, args) + "\n", encoding="utf-8")
+    old_db, _, old_tier = text[len(head) :].partition(TIER_HEADING)
+    db = [o for o in outcomes if not o.scenario.tiered]
+    tiered = [o for o in outcomes if o.scenario.tiered]
+    tables = [
+        _table(db, args, _old_table(old_db), DB_HEADER, _row),
+        _table(tiered, args, _old_table(old_tier), TIER_HEADER, _tier_row),
+    ]
+    DOC.write_text(
+        head + "\n\n" + tables[0] + "\n\n" + TIER_HEADING + "\n\n" + tables[1] + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {DOC}")
 
 
-def _table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
+def _old_table(text: str) -> tuple[str, dict[str, str]]:
+    """The caption and the rows by scenario of a table the doc holds."""
+    lines = text.strip().splitlines()
+    caption = next((line for line in lines if line.startswith("Run ")), "")
+    rows = {}
+    for line in lines:
+        name = line.split("|")[1].strip() if line.startswith("| ") else ""
+        if name in EVERY_SCENARIO:
+            rows[name] = line
+    return caption, rows
+
+
+def _table(
+    outcomes: list[Outcome],
+    args: argparse.Namespace,
+    old: tuple[str, dict[str, str]],
+    header: str,
+    row: Callable[[list[Outcome], argparse.Namespace], str],
+) -> str:
+    caption, rows = old
+    if outcomes:
+        caption = _caption(args)
+        if rows.keys() - {o.scenario.name for o in outcomes}:
+            caption += " Rows of scenarios not run then are kept from the run before."
+    for name in dict.fromkeys(o.scenario.name for o in outcomes):
+        rows[name] = row([o for o in outcomes if o.scenario.name == name], args)
+    ordered = [rows[name] for name in EVERY_SCENARIO if name in rows]
+    return "\n".join([caption, "", header, *ordered])
+
+
+def _tier_row(group: list[Outcome], args: argparse.Namespace) -> str:
+    injected: dict[str, int] = {}
+    for outcome in group:
+        for kind, count in outcome.injected.items():
+            injected[kind] = injected.get(kind, 0) + count
+    return tier_row(group, _faults(injected, group), _reproduce(group, args))
+
+
+def _reproduce(group: list[Outcome], args: argparse.Namespace) -> str:
+    seeds = ",".join(str(o.seed) for o in group)
+    return (
+        f"`python -m tests.chaos --scenario {group[0].scenario.name} --jobs {args.jobs} "
+        f"--window {args.window:g} --seed S` (S in {seeds})"
+    )
+
+
+def _caption(args: argparse.Namespace) -> str:
     git = shutil.which("git") or "git"
     commit = subprocess.run(
         [git, "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
@@ -124,19 +192,11 @@ def _table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
         text=True,
     ).stdout.strip()
     commit += "+changes" if dirty else ""
-    rows = [
+    return (
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
         f"({platform.machine()}, Python {platform.python_version()}), commit {commit or '?'}: "
-        f"{args.runs} run(s) per scenario, {args.jobs} jobs each, faults for {args.window:g} s.",
-        "",
-        "| scenario | faults injected | runs | jobs | executions | lost | extra runs (all "
-        "explained) | unexplained | stale writes refused / accepted | overlaps | kill → re-run, "
-        "max (bound 5 s) | tick errors | retry KS D (max) | reproduce |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name in dict.fromkeys(o.scenario.name for o in outcomes):
-        rows.append(_row([o for o in outcomes if o.scenario.name == name], args))
-    return "\n".join(rows)
+        f"{args.runs} run(s) per scenario, {args.jobs} jobs each, faults for {args.window:g} s."
+    )
 
 
 def _row(group: list[Outcome], args: argparse.Namespace) -> str:
@@ -147,11 +207,7 @@ def _row(group: list[Outcome], args: argparse.Namespace) -> str:
     found = [o.findings for o in group]
     recoveries = [r for f in found for r in f.recoveries]
     compound = [r for f in found for r in f.compound_recoveries]
-    seeds = ",".join(str(o.seed) for o in group)
-    reproduce = (
-        f"`python -m tests.chaos --scenario {group[0].scenario.name} --jobs {args.jobs} "
-        f"--window {args.window:g} --seed S` (S in {seeds})"
-    )
+    reproduce = _reproduce(group, args)
     return (
         "| "
         + " | ".join(
