@@ -56,7 +56,7 @@ def _failover(tiers: list[TierFindings]) -> str:
     compound = [s for t in tiers for s in t.compound_failovers]
     text = _seconds(alone)
     if compound:
-        text += f"; beside an etcd fault or a stopped leader {_seconds(compound)}"
+        text += f"; beside another leader fault or an etcd fault {_seconds(compound)}"
     return text
 
 
