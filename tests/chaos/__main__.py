@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
                     if args.keep is not None:
                         shutil.copytree(work, args.keep / f"{name}-{seed}")
                 outcomes.append(outcome)
-                print(_line(outcome), flush=True)
+                print(outcome.summary(), flush=True)
                 for violation in outcome.findings.violations[:20]:
                     print(f"    {violation}", flush=True)
     finally:
@@ -87,32 +87,6 @@ def main(argv: list[str]) -> int:
     if not args.no_doc and args.seed is None:
         _write_doc(outcomes, args)
     return 1 if any(o.findings.violations for o in outcomes) else 0
-
-
-def _line(outcome: Outcome) -> str:
-    found = outcome.findings
-    line = (
-        f"{outcome.scenario.name} seed {outcome.seed}: {sum(outcome.injected.values())} faults "
-        f"{outcome.injected}, {found.jobs} jobs, {found.executions} executions, "
-        f"{len(found.lost)} lost, {found.extra_explained} extra runs explained, "
-        f"{len(found.violations)} violation(s), {outcome.seconds:.0f}s"
-    )
-    tier = found.tier
-    if tier is not None:
-        line += (
-            f"; tier: {tier.writes} fenced writes ({tier.moves} moves), stale refused "
-            f"{tier.stale_refused} (moves {tier.stale_moves_refused}), resumed leaders' stale "
-            f"writes {tier.resumed_stale} (refused {tier.resumed_refused}), accepted "
-            f"{len(tier.stale_accepted)}, duplicate entries "
-            f"{tier.duplicate_entries}, failover {_seconds(tier.failovers)}"
-            f" (compound {_seconds(tier.compound_failovers)}), first move after a Redis "
-            f"restart {_seconds(tier.redis_recoveries)}"
-        )
-    return line
-
-
-def _seconds(values: list[float]) -> str:
-    return f"max {max(values):.2f}s n={len(values)}" if values else "-"
 
 
 def _write_doc(outcomes: list[Outcome], args: argparse.Namespace) -> None:

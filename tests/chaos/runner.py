@@ -90,6 +90,32 @@ class Outcome:
     injected: dict[str, int] = field(default_factory=dict)
     clock_offsets: list[float] = field(default_factory=list)  # workers' clocks minus ours, s
 
+    def summary(self) -> str:
+        """One line: the seed, the faults, what the checker counted."""
+        found = self.findings
+        line = (
+            f"{self.scenario.name} seed {self.seed}: {sum(self.injected.values())} faults "
+            f"{self.injected}, {found.jobs} jobs, {found.executions} executions, "
+            f"{len(found.lost)} lost, {found.extra_explained} extra runs explained, "
+            f"{len(found.violations)} violation(s), {self.seconds:.0f}s"
+        )
+        tier = found.tier
+        if tier is not None:
+            line += (
+                f"; tier: {tier.writes} fenced writes ({tier.moves} moves), stale refused "
+                f"{tier.stale_refused} (moves {tier.stale_moves_refused}), resumed leaders' "
+                f"stale writes {tier.resumed_stale} (refused {tier.resumed_refused}), accepted "
+                f"{len(tier.stale_accepted)}, duplicate entries {tier.duplicate_entries}, "
+                f"failover {_seconds(tier.failovers)} (compound "
+                f"{_seconds(tier.compound_failovers)}), first move after a Redis restart "
+                f"{_seconds(tier.redis_recoveries)}"
+            )
+        return line
+
+
+def _seconds(values: list[float]) -> str:
+    return f"max {max(values):.2f}s n={len(values)}" if values else "-"
+
 
 class Run:
     def __init__(self, cluster: PrivateCluster, scenario: Scenario, seed: int, work: Path):

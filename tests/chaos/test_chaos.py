@@ -57,6 +57,7 @@ def test_tier_scenario_keeps_the_contract(
     seed = random.SystemRandom().randrange(2**32)
     print(f"chaos scenario {name}: seed {seed}")
     outcome = TieredRun(cluster, scenario, seed, work_dir, tier_services).execute()
+    print(outcome.summary())
     found = outcome.findings
     report = f"{name} seed {seed}: {outcome.injected}, {found.executions} executions"
     assert found.violations == [], f"{report}\n" + "\n".join(found.violations[:20])
