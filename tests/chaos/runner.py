@@ -131,6 +131,7 @@ class Run:
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
+        self.paused_ticks: frozenset[int] = frozenset()
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -363,7 +364,14 @@ class Run:
         self._stop(self.schedulers)
 
     def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
-        return check(self.dsn, histories, self.faults, enqueued, self.scenario.ks_alpha)
+        return check(
+            self.dsn,
+            histories,
+            self.faults,
+            enqueued,
+            self.scenario.ks_alpha,
+            self.paused_ticks,
+        )
 
     def _clock_offsets(self, histories: list[Path]) -> list[float]:
         """How far each worker's clock was from ours when it started (the skew, if any)."""

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
+
 import chronoq
 from chronoq.coordination import EtcdElector
 from chronoq.errors import ChronoqError
@@ -169,6 +171,11 @@ class TieredRun(Run):
         while the last jobs settle; pausing the tick schedule lets the jobs run out."""
         with self.open_app() as app:
             app.store.schedule_pause("tick", True)
+        with psycopg.connect(self.dsn) as conn:
+            rows = conn.execute(
+                "SELECT id FROM chronoq_jobs WHERE schedule = 'tick' AND status = 'cancelled'"
+            ).fetchall()
+        self.paused_ticks = frozenset(row[0] for row in rows)  # nothing else cancels here
         self._revive()
 
     def _revive(self) -> None:
