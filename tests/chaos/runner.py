@@ -97,7 +97,8 @@ class Outcome:
             f"{self.scenario.name} seed {self.seed}: {sum(self.injected.values())} faults "
             f"{self.injected}, {found.jobs} jobs, {found.executions} executions, "
             f"{len(found.lost)} lost, {found.extra_explained} extra runs explained, "
-            f"{len(found.violations)} violation(s), {self.seconds:.0f}s"
+            f"{len(found.violations)} violation(s), retry KS D {found.ks_statistic:.3f} "
+            f"(n={found.retries_measured}), {self.seconds:.0f}s"
         )
         tier = found.tier
         if tier is not None:
