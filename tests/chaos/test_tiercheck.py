@@ -62,6 +62,8 @@ def test_writes_of_a_resumed_leader_are_counted_apart() -> None:
     events = [takeover(1, 0, 5), takeover(2, 0, 9), *write(1, 0, 0, 5, "stale", wall=10.0)]
     found = check_tier(events, faults(resumed=[(1, 9.0)]))
     assert (found.resumed_stale, found.resumed_refused, found.violations) == (1, 1, [])
+    twice = check_tier(events, faults(resumed=[(1, 12.0), (1, 9.0)]))
+    assert twice.resumed_stale == 1
 
 
 def test_one_staged_timer_starting_two_attempts_is_a_double_fire() -> None:

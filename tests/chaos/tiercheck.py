@@ -116,7 +116,9 @@ def _check_writes(
     newest: dict[int, int] = {}
     sent: dict[tuple[int, int], _Sent] = {}
     answered: list[tuple[_Sent, dict[str, Any]]] = []
-    resumed = dict(faults.resumed)
+    resumed: dict[int, float] = {}  # pid -> its first resume (a leader may be stopped twice)
+    for pid, at in sorted(faults.resumed, key=lambda resume: resume[1]):
+        resumed.setdefault(pid, at)
     for event in events:
         kind = event.get("event")
         if kind == "tier_takeover" and event["accepted"]:
