@@ -129,9 +129,9 @@ def _table(
 ) -> str:
     caption, rows = old
     if outcomes:
-        caption = _caption(args)
+        earlier, caption = caption, _caption(args)
         if rows.keys() - {o.scenario.name for o in outcomes}:
-            caption += " Rows of scenarios not run then are kept from the run before."
+            caption += f" Rows of scenarios not run then are from the run before: {earlier}"
     for name in dict.fromkeys(o.scenario.name for o in outcomes):
         rows[name] = row([o for o in outcomes if o.scenario.name == name], args)
     ordered = [rows[name] for name in EVERY_SCENARIO if name in rows]
