@@ -14,14 +14,22 @@ in the heap until it reaches the top). For each case, on the same timers:
 ```
 
 Time is simulated: `expire` is given each next deadline, nothing sleeps, so the figures are the
-CPU cost of the structure alone. They are this process's CPU time per operation (wall time is
+CPU cost of the structure alone. The same timers at 10k, 100k and 1M over 60 s show how each
+cost grows with the number held; 1M over 24 h and 100k due at one instant are the extremes of
+spread.
+
+Memory is measured in a run of its own (tracemalloc slows every allocation, so never while
+timing): the bytes the structure allocated for its timers once all are added, and what it still
+holds after the cancels, both per timer added. A heap keeps a cancelled entry until it reaches
+the top, a wheel frees it at once. They are this process's CPU time per operation (wall time is
 kept in the JSON), with the garbage collector off while timing, as `timeit` does. Every run is
 checked before it counts: both structures fire exactly the timers left after the cancels, none
 before its deadline, the wheel at most a tick after it.
 
-`--smoke` runs every case with a few thousand timers at most, once: it proves the
-harness works, and its figures mean nothing. `--out DIR` also writes `timing_wheel.json` and
-`timing_wheel.md` there.
+A full run writes `timing_wheel.json` and `timing_wheel.md` beside this module, where the
+suite keeps its results (`--out DIR` elsewhere). `--smoke` runs every case with a hundredth of its
+timers, once, and writes only where `--out` says: it proves the harness works, and its
+figures mean nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import random
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -63,17 +72,23 @@ class Case:
 
     @property
     def name(self) -> str:
-        count = f"{self.timers // 10**6}M" if self.timers >= 10**6 else f"{self.timers // 1000}k"
+        if self.timers >= 10**6:
+            count = f"{self.timers // 10**6}M"
+        elif self.timers >= 1000:
+            count = f"{self.timers // 1000}k"
+        else:
+            count = str(self.timers)
         return f"{count} {self.span}"
 
 
 FULL_CASES = (
+    Case(10_000, 60.0, "over 60 s"),
     Case(100_000, 60.0, "over 60 s"),
     Case(1_000_000, 60.0, "over 60 s"),  # TARGET_CASE
     Case(1_000_000, 86_400.0, "over 24 h"),
     Case(100_000, 0.0, "due at one instant"),
 )
-SMOKE_SHARE = 300  # a smoke run holds this share of each case's timers, at least 1,000
+SMOKE_SHARE = 100  # a smoke run holds this share of each case's timers, at least 100
 
 
 class BenchCheckFailed(Exception):
@@ -209,6 +224,40 @@ def run_once(structure: str, inputs: Inputs) -> Run:
     )
 
 
+@dataclass
+class Memory:
+    added_bytes: int  # held once every timer is added
+    after_cancel_bytes: int  # still held after the cancels
+    timers: int
+
+    def per_timer(self) -> dict[str, float]:
+        return {
+            "added": round(self.added_bytes / self.timers, 1),
+            "after_cancel": round(self.after_cancel_bytes / self.timers, 1),
+        }
+
+
+def memory_once(structure: str, inputs: Inputs) -> Memory:
+    """What the structure allocates for the timers (the keys and deadlines are the inputs',
+    allocated before tracing starts), traced after the adds and after the cancels."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        timers = STRUCTURES[structure]()
+        for key, deadline in inputs.deadlines:
+            timers.add(key, deadline)
+        added = tracemalloc.get_traced_memory()[0] - base
+        for key in inputs.cancels:
+            timers.cancel(key)
+        gc.collect()
+        after_cancel = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    del timers
+    return Memory(added, after_cancel, len(inputs.deadlines))
+
+
 def drain(timers: Timers) -> list[tuple[float, list[Key]]]:
     """What a leader does: wake at the next deadline, take what is due, until none is left."""
     wakes = []
@@ -257,7 +306,7 @@ def run(settings: Settings) -> dict[str, Any]:
         inputs = Inputs.draw(case, SEED)
         for structure in STRUCTURES:
             runs = [run_once(structure, inputs) for _ in range(settings.repeats)]
-            rows.append(row(case, structure, runs))
+            rows.append(row(case, structure, runs, memory_once(structure, inputs)))
             settings.log(f"{case.name} {structure}: " + _figures_line(rows[-1]))
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -277,7 +326,7 @@ def run(settings: Settings) -> dict[str, Any]:
     }
 
 
-def row(case: Case, structure: str, runs: Sequence[Run]) -> dict[str, Any]:
+def row(case: Case, structure: str, runs: Sequence[Run], memory: Memory) -> dict[str, Any]:
     fired = runs[0].expire.operations
     return {
         "case": case.name,
@@ -293,6 +342,7 @@ def row(case: Case, structure: str, runs: Sequence[Run]) -> dict[str, Any]:
         "wakes": runs[0].wakes,
         "timers_per_wake": round(fired / max(runs[0].wakes, 1), 2),
         "max_lateness_ms": round(max(r.max_lateness_s for r in runs) * 1e3, 3),
+        "bytes_per_timer": memory.per_timer(),
     }
 
 
@@ -370,23 +420,44 @@ def markdown(results: dict[str, Any]) -> str:
         f"Inputs: keys {inputs['keys']}, deadlines uniform over each horizon (seed "
         f"{inputs['seed']}), {inputs['cancelled']:.0%} cancelled at random before the drain. "
         f"Wheel: tick {wheel['tick'] * 1e3:g} ms, {wheel['slots']} slots, {wheel['levels']} "
-        "levels. heapq: (deadline, seq, key), cancel by lazy deletion.",
+        "levels. heapq: (deadline, seq, key), cancel by lazy deletion (a dict of live key → "
+        "seq marks the current entry; a cancel deletes the key; a stale entry is dropped when "
+        "it reaches the top).",
         "",
     ]
     if results["smoke"]:
         lines += ["**Smoke run**: a few thousand timers at most, figures are not meaningful.", ""]
     lines += [
         "| case | structure | insert µs | cancel µs | expire µs | wakes | timers per wake "
-        "| max lateness ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| max lateness ms | B/timer added | B/timer after cancels |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
         cells = [r["case"], r["structure"]]
         cells += [_cell(r[k]) for k in ("insert_us", "cancel_us", "expire_us")]
         cells += [f"{r['wakes']:,}", f"{r['timers_per_wake']:g}", f"{r['max_lateness_ms']:.3f}"]
+        cells += [f"{r['bytes_per_timer'][k]:.0f}" for k in ("added", "after_cancel")]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *_target_lines(results), ""]
+    lines += ["", *_ratio_lines(results["rows"]), "", *_target_lines(results), ""]
     return "\n".join(lines)
+
+
+def _ratio_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """heapq's median over the wheel's, per case and phase: above 1 the wheel is cheaper.
+    Ratios within one run hold better than the figures on a machine shared with other work."""
+    lines = ["heapq ÷ wheel (median CPU per operation; above 1 the wheel is cheaper):", ""]
+    lines += ["| case | insert | cancel | expire |", "|---|---|---|---|"]
+    by_case: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["structure"]] = r
+    for case, pair in by_case.items():
+        if {"heapq", "wheel"} <= pair.keys():
+            cells = [
+                f"{pair['heapq'][k]['median'] / max(pair['wheel'][k]['median'], 1e-9):.2f}"
+                for k in ("insert_us", "cancel_us", "expire_us")
+            ]
+            lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _cell(figure: dict[str, Any]) -> str:
@@ -419,20 +490,24 @@ def _target_lines(results: dict[str, Any]) -> list[str]:
 
 def settings_from(argv: Sequence[str]) -> tuple[Settings, Path | None]:
     parser = argparse.ArgumentParser(prog="python -m bench.timing_wheel", description=__doc__)
-    parser.add_argument(
-        "--smoke", action="store_true", help="a few thousand timers at most, one run"
-    )
+    parser.add_argument("--smoke", action="store_true", help="a hundredth of the timers, one run")
     parser.add_argument("--repeats", type=int, help="runs per case (default 3, smoke 1)")
-    parser.add_argument("--out", type=Path, help="write timing_wheel.json and .md here too")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where timing_wheel.json and .md go (default: bench/ for a full run, "
+        "nowhere for a smoke run)",
+    )
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.smoke else 3)
     if repeats < 1:
         parser.error("--repeats must be at least 1")
     cases = tuple(
-        Case(max(1_000, c.timers // SMOKE_SHARE), c.horizon, c.span) if args.smoke else c
+        Case(max(100, c.timers // SMOKE_SHARE), c.horizon, c.span) if args.smoke else c
         for c in FULL_CASES
     )
-    return Settings(cases, repeats, args.smoke, _timestamped), args.out
+    out = args.out or (None if args.smoke else Path(__file__).parent)
+    return Settings(cases, repeats, args.smoke, _timestamped), out
 
 
 def _timestamped(line: str) -> None:

@@ -37,6 +37,7 @@ class RecordingSignals(WorkerSignals):
 
     claims: list[Job] = field(default_factory=list)
     finishes: list[tuple[Job, Outcome, bool]] = field(default_factory=list)
+    cancels: list[Job] = field(default_factory=list)
     idles: int = 0
     changed: threading.Condition = field(default_factory=threading.Condition)
 
@@ -48,6 +49,11 @@ class RecordingSignals(WorkerSignals):
     def finished(self, job: Job, outcome: Outcome, accepted: bool) -> None:
         with self.changed:
             self.finishes.append((job, outcome, accepted))
+            self.changed.notify_all()
+
+    def cancelled(self, job: Job) -> None:
+        with self.changed:
+            self.cancels.append(job)
             self.changed.notify_all()
 
     def idle(self) -> None:

@@ -24,7 +24,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -586,6 +586,7 @@ class App:
             misfire_grace=misfire_grace,
             catch_up=catch_up,
             jitter=jitter,
+            now=datetime.now(UTC),
         )
 
     def add_schedule(self, spec: ScheduleSpec, *, origin: str = "cli") -> bool:

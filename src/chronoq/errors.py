@@ -23,6 +23,7 @@ ChronoqError                      base of every error chronoq raises on purpose
 ├── QueueNotFound                 no queue of that name is known (declared, with jobs or settings)
 ├── QueueNotEmpty                 the queue has pending or running jobs, so it is kept
 ├── JobLost                       the worker no longer owns the job (its lease token is stale)
+├── JobCancelled                  the job was cancelled while the attempt ran (not a failure)
 └── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
 ```
 
@@ -126,6 +127,10 @@ class QueueNotEmpty(ChronoqError):
 
 class JobLost(ChronoqError):
     """The worker no longer owns this job: its lease expired and the job was claimed again."""
+
+
+class JobCancelled(ChronoqError):
+    """The job was cancelled while this attempt ran; the attempt ends cancelled, with no retry."""
 
 
 class Retry(Exception):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from chronoq.core.schedules import ScheduleSpec
 from tests.browser.conftest import ADMIN, READER, TIMEOUT_MS, Live
 from tests.browser.tasks import QUEUES
 
@@ -28,7 +29,7 @@ def sign_in(page: Page, token: str = ADMIN, start: str = "/") -> None:
     expect(page).to_have_url(re.compile(r"/login\?next="))
     page.get_by_label("Token").fill(token)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.locator(".flash")).to_contain_text("Signed in")
+    expect(page.locator(".flash.ok")).to_contain_text("Signed in")
 
 
 def test_sign_in_and_watch_a_job_finish(page: Page, live: Live) -> None:
@@ -128,3 +129,33 @@ def run_some_work(live: Live, spread: float) -> None:
     )
     live.app.store.queue_pause("webhooks", False)
     live.signals.wait_for(lambda: len(finishes) >= total, timeout)
+
+
+def test_the_schedules_table_stays_inside_its_card(page: Page, live: Live) -> None:
+    wide = [
+        ("nightly-billing-reconciliation-for-every-region", "0,15,30,45 9-17 * jan-jun mon-fri"),
+        ("every-ten-seconds-heartbeat-of-the-fleet", "every 10s"),
+        ("six-field", "*/20 0,15,30,45 9-17 * * mon-fri"),
+    ]
+    for name, cadence in wide:
+        spec = ScheduleSpec.build(
+            name=name,
+            cadence=cadence,
+            task="reconcile_the_ledgers_of_every_region",
+            queue="billing-reconciliation",
+            zone="America/Argentina/ComodRivadavia",
+        )
+        live.app.add_schedule(spec)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in(page, start="/schedules")
+    card = page.locator("section.card").first
+    table = card.locator("table.grid")
+    expect(table).to_contain_text("every-ten-seconds-heartbeat-of-the-fleet")
+    card_box, table_box = card.bounding_box(), table.bounding_box()
+    assert card_box is not None and table_box is not None
+    assert table_box["x"] + table_box["width"] <= card_box["x"] + card_box["width"], (
+        table_box,
+        card_box,
+    )
+    # Nothing of the page scrolls sideways: what does not fit scrolls inside the card.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280

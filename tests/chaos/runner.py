@@ -28,6 +28,7 @@ import psycopg
 import chronoq
 from tests.chaos.checker import KS_ALPHA, POISON, Fault, Findings, check
 from tests.chaos.cluster import PrivateCluster
+from tests.chaos.supervised_main import PROCESSES
 from tests.chaos.workload import LEASE
 from tests.helpers import wait_until
 
@@ -323,6 +324,7 @@ class Run:
             count = 1 if self.scenario.supervised else self.scenario.workers
             self.workers = [self.start_worker(i) for i in range(count)]
             self.schedulers = [self.start_scheduler(i) for i in range(self.scenario.schedulers)]
+            self._await_workers(PROCESSES if self.scenario.supervised else count)
             self.ready()
             self._inject()
             for timer in self._timers:
@@ -352,6 +354,20 @@ class Run:
             injected,
             self._clock_offsets(histories),
         )
+
+    def _await_workers(self, count: int) -> None:
+        """Until `count` workers have opened the store. A worker whose database is down when
+        it starts exits (a process manager starts it again; here only a fault would), so a
+        restart injected while they still start would leave no worker at all."""
+        history = self.work / f"history-{self.database}.jsonl"
+
+        def started() -> bool:
+            if not history.exists():
+                return False
+            lines = history.read_text(encoding="utf-8").splitlines()
+            return sum('"start"' in line and '"wall"' in line for line in lines) >= count
+
+        wait_until(started, timeout=60, what=f"{count} chaos workers to open the store")
 
     def ready(self) -> None:
         """Wait, before the first fault, until the fleet is up (the tiered fleet overrides)."""

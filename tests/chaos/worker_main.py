@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import chronoq
 from chronoq.core.jobs import Job, Outcome
-from chronoq.storage.base import IdClaim, JobClaimIdsParams, JobLeaseRef
+from chronoq.storage.base import IdClaim, JobClaimIdsParams, JobHeartbeatResult, JobLeaseRef
 from chronoq.testing import WorkerSignals
 from chronoq.worker.ledger import JobLedger
 from tests.chaos.workload import app
@@ -52,7 +52,7 @@ def record_heartbeats(signals: HistorySignals) -> None:
     store = app.store
     original = store.job_heartbeat_many
 
-    def logged(refs: Sequence[JobLeaseRef]) -> set[int]:
+    def logged(refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
         # Written before the call: every line appended before it (a claim by another process,
         # say) happened before this heartbeat reached the database.
         signals.write({"event": "heartbeat_send", "refs": [[r.id, r.lease_token] for r in refs]})
@@ -63,7 +63,7 @@ def record_heartbeats(signals: HistorySignals) -> None:
                     "event": "heartbeat",
                     "job": ref.id,
                     "token": ref.lease_token,
-                    "accepted": ref.id in accepted,
+                    "accepted": ref.id in accepted.renewed,
                 }
             )
         return accepted
@@ -101,10 +101,13 @@ def main() -> int:
         options = chronoq.WorkerOptions(
             queues=["chaos", "ticks"], concurrency=8, rescue_interval=1.0, poll_interval=0.5
         )
-        # The process's own clock, which the clock-skew scenario sets 5 minutes off.
-        signals.write({"event": "start", "wall": time.time()})
         # Under tests.chaos.supervised_main, the pipe its supervisor reads; else no ledger.
-        chronoq.Worker(app, options, [signals], ledger=JobLedger.from_environment()).run()
+        worker = chronoq.Worker(app, options, [signals], ledger=JobLedger.from_environment())
+        # Written once the store is open (the runner injects no fault before every worker has
+        # said so), with the process's own clock, which the clock-skew scenario sets 5 minutes
+        # off.
+        signals.write({"event": "start", "wall": time.time()})
+        worker.run()
     return 0
 
 

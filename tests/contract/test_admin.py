@@ -10,6 +10,8 @@ from chronoq.core.jobs import MAX_ID, JobStatus, Outcome, Stat
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
+    JobHeartbeatResult,
+    JobLeaseRef,
     JobListParams,
     JobPruneParams,
     JobRescueParams,
@@ -18,6 +20,7 @@ from chronoq.storage.base import (
 from .support import Store, claim, claim_one, finish, get, insert, make_dead, params, ref
 
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
+ERROR = {"attempt": 1, "error": "ValueError", "message": "boom", "traceback": ""}
 
 # -- next wake-up ---------------------------------------------------------------------------
 
@@ -134,10 +137,62 @@ def test_cancel_a_running_job_locks_its_owner_out(store: Store) -> None:
     assert cancelled is not None
     assert cancelled.status is JobStatus.CANCELLED
     assert cancelled.locked_until is None
+    assert (cancelled.worker_id, cancelled.lease_token) == ("w1", job.lease_token)
     assert not finish(store, job, Outcome.DONE)
-    assert store.job_heartbeat_many([ref(job)]) == set()
+    assert not finish(store, job, Outcome.RETRY, error=ERROR)
     assert store.job_release_many([ref(job)]) == set()
     assert get(store, job_id) == cancelled
+
+
+def test_the_heartbeat_of_a_cancelled_attempt_says_cancelled_not_lost(store: Store) -> None:
+    """The worker of a running job that is cancelled learns it from its next heartbeat, which
+    tells it apart from a lease that was lost; no lease is renewed and nothing is counted as a
+    fencing rejection."""
+    insert(store, params(), params())
+    kept, cancelled = claim(store, limit=2)
+    store.job_cancel(cancelled.id)
+    before = get(store, cancelled.id)
+    stale = JobLeaseRef(cancelled.id, cancelled.lease_token - 1)
+    result = store.job_heartbeat_many([ref(kept), ref(cancelled), stale])
+    assert result == JobHeartbeatResult(renewed={kept.id}, cancelled={cancelled.id})
+    assert get(store, cancelled.id) == before
+    assert store.job_cancelled_among([ref(kept), ref(cancelled), stale]) == {cancelled.id}
+    assert store.job_cancelled_among([]) == set()
+
+
+def test_a_cancelled_attempt_records_its_end_and_the_job_stays_cancelled(store: Store) -> None:
+    [job_id] = insert(store)
+    job = claim_one(store)
+    cancelled = store.job_cancel(job_id)
+    assert cancelled is not None
+    record = ERROR | {"error": "chronoq.errors.JobCancelled", "outcome": "cancelled"}
+    assert finish(store, job, Outcome.CANCELLED, error=record)
+    after = get(store, job_id)
+    assert (after.status, after.finished_at, after.locked_until) == (
+        JobStatus.CANCELLED,
+        cancelled.finished_at,
+        None,
+    )
+    assert [e["error"] for e in after.errors] == ["chronoq.errors.JobCancelled"]
+    assert after.errors[0]["attempt"] == 1
+    assert claim(store) == []
+
+
+def test_only_the_attempt_running_at_the_cancel_hears_of_it(store: Store) -> None:
+    """A job cancelled while it waited (for its retry, or after its lease was rescued) had no
+    attempt running: an old attempt's token is refused as stale, not told "cancelled"."""
+    insert(store, params(max_attempts=3), params(max_attempts=3, lease_seconds=5))
+    retried, rescued = claim(store, limit=2)
+    assert finish(store, retried, Outcome.RETRY, delay=3600, error=ERROR)
+    later = store.db_now() + timedelta(seconds=6)
+    assert store.job_rescue_expired(JobRescueParams(now=later)).requeued == [rescued.id]
+    for job in (retried, rescued):
+        cancelled = store.job_cancel(job.id)
+        assert cancelled is not None and cancelled.worker_id is None
+    refs = [ref(retried), ref(rescued)]
+    assert store.job_heartbeat_many(refs) == JobHeartbeatResult()
+    assert store.job_cancelled_among(refs) == set()
+    assert not finish(store, rescued, Outcome.CANCELLED, error=ERROR)
 
 
 @pytest.mark.parametrize("outcome", [Outcome.DONE, Outcome.DEAD, Outcome.CANCELLED])

@@ -11,7 +11,13 @@ import psycopg
 import pytest
 
 from chronoq.core.jobs import JobStatus, Outcome
-from chronoq.storage.base import JobFinishParams, JobInsertResult, JobLeaseRef, JobRescueParams
+from chronoq.storage.base import (
+    JobFinishParams,
+    JobHeartbeatResult,
+    JobInsertResult,
+    JobLeaseRef,
+    JobRescueParams,
+)
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.rows import MAX_RETRY_DELAY
 
@@ -166,12 +172,12 @@ def test_heartbeat_extends_the_lease_on_the_database_clock(store: Store) -> None
     job = claim_one(store, now=PAST + timedelta(seconds=1))
     assert job.locked_until == PAST + timedelta(seconds=31)
     before = store.db_now()
-    assert store.job_heartbeat_many([ref(job)]) == {job.id}
+    assert store.job_heartbeat_many([ref(job)]) == JobHeartbeatResult(renewed={job.id})
     after = store.db_now()
     locked_until = get(store, job.id).locked_until
     assert locked_until is not None
     assert before + timedelta(seconds=30) <= locked_until <= after + timedelta(seconds=30)
-    assert store.job_heartbeat_many([]) == set()
+    assert store.job_heartbeat_many([]) == JobHeartbeatResult()
 
 
 def test_heartbeat_is_fenced(store: Store) -> None:
@@ -180,7 +186,7 @@ def test_heartbeat_is_fenced(store: Store) -> None:
     assert finish(store, second, Outcome.DONE)
     before = [get(store, first.id), get(store, second.id)]
     stale = [JobLeaseRef(first.id, first.lease_token + 1), ref(second), JobLeaseRef(12345, 1)]
-    assert store.job_heartbeat_many(stale) == set()
+    assert store.job_heartbeat_many(stale) == JobHeartbeatResult()
     assert [get(store, first.id), get(store, second.id)] == before
 
 
@@ -291,7 +297,7 @@ def test_fencing_end_to_end_after_a_rescue(store: Store) -> None:
 
     # Between the rescue and the new claim the old owner is already locked out.
     assert not finish(store, old, Outcome.DONE)
-    assert store.job_heartbeat_many([ref(old)]) == set()
+    assert store.job_heartbeat_many([ref(old)]) == JobHeartbeatResult()
 
     new = claim_one(store, worker_id="new", now=later)
     assert (new.id, new.attempts) == (job_id, 2)
@@ -299,7 +305,7 @@ def test_fencing_end_to_end_after_a_rescue(store: Store) -> None:
     owned = get(store, job_id)
     assert not finish(store, old, Outcome.DONE)
     assert not finish(store, old, Outcome.RETRY, error=ERROR)
-    assert store.job_heartbeat_many([ref(old)]) == set()
+    assert store.job_heartbeat_many([ref(old)]) == JobHeartbeatResult()
     assert store.job_release_many([ref(old)]) == set()
     # Each refused write is counted on the job; the ones before the new claim named the token
     # the job still had (it was pending, nobody held it), so they are not fencing rejections.
@@ -311,7 +317,7 @@ def test_fencing_end_to_end_after_a_rescue(store: Store) -> None:
     # with that transaction: nothing of it is stored.
     assert get(store, job_id) == dataclasses.replace(owned, fence_rejections=4)
 
-    assert store.job_heartbeat_many([ref(new)]) == {job_id}
+    assert store.job_heartbeat_many([ref(new)]).renewed == {job_id}
     assert finish(store, new, Outcome.DONE)
     done = get(store, job_id)
     assert (done.status, done.worker_id) == (JobStatus.DONE, "new")

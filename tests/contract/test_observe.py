@@ -10,6 +10,7 @@ from chronoq.storage.base import (
     LATENESS_BOUNDS,
     DeadPurgeParams,
     DeadRequeueParams,
+    JobHeartbeatResult,
     JobLeaseRef,
     JobListParams,
     JobRescueParams,
@@ -68,13 +69,15 @@ def test_stale_writes_are_counted_on_the_job(store: Store) -> None:
     assert store.job_rescue_expired(JobRescueParams(now=later)).requeued == [first.id]
     taken_over = claim_one(store, now=later)
     assert taken_over.lease_token > first.lease_token
-    assert store.job_heartbeat_many([ref(first)]) == set()
+    assert store.job_heartbeat_many([ref(first)]) == JobHeartbeatResult()
     assert not finish(store, first, Outcome.DONE)
     assert store.job_release_many([ref(first)]) == set()
     assert get(store, first.id).fence_rejections == 3
     assert finish(store, taken_over, Outcome.DONE)
     # A heartbeat that crosses its own job's report names the current token: not a rejection.
-    assert store.job_heartbeat_many([JobLeaseRef(first.id, taken_over.lease_token)]) == set()
+    assert store.job_heartbeat_many([JobLeaseRef(first.id, taken_over.lease_token)]) == (
+        JobHeartbeatResult()
+    )
     assert get(store, first.id).fence_rejections == 3
 
 

@@ -129,7 +129,10 @@ def test_bad_schedules_are_refused(
         pytest.param({"cadence": "0 0 29 2 *", "zone": "Pacific/Kiritimati"}, "0 0 29 2 *"),
         pytest.param({"cadence": "*/1 * * * * *"}, "*/1 * * * * *", id="seconds"),
         pytest.param(
-            {"jitter": "1d", "misfire_grace": timedelta(days=36500)}, "0 0 * * *", id="widest"
+            # The widest jitter, a day, on ticks more than a day apart (a daily one is refused).
+            {"cadence": "@weekly", "jitter": "1d", "misfire_grace": timedelta(days=36500)},
+            "0 0 * * 0",
+            id="widest",
         ),
         pytest.param({"misfire": "catch_up", "catch_up": 10_000}, "0 0 * * *", id="catch-up-max"),
     ],

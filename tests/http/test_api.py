@@ -301,6 +301,8 @@ def test_dead_list_requeue_and_purge(client: TestClient, app: chronoq.App) -> No
     _error(client.post("/api/v1/dead/requeue", json={}), 422, "ids")
     _error(client.post("/api/v1/dead/requeue", json={"ids": [1], "all": True}), 422, "ids")
 
+    _error(client.post("/api/v1/dead/purge", json={}), 422, "ids")
+    _error(client.post("/api/v1/dead/purge", json={"older_than": "7d"}), 422, "ids")
     assert client.post("/api/v1/dead/purge", json={"all": True, "older_than": "7d"}).json() == {
         "purged": 0
     }

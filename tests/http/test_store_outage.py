@@ -62,12 +62,13 @@ def test_the_api_says_only_that_the_database_is_unavailable(
     assert PASSWORD not in caplog.text
 
 
+@pytest.mark.parametrize("path", ["/", "/jobs", "/schedules"])
 def test_a_dashboard_page_answers_an_html_page(
-    outage: TestClient, caplog: pytest.LogCaptureFixture
+    outage: TestClient, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     _sign_in(outage)
     with caplog.at_level(logging.WARNING, logger="chronoq.http"):
-        answer = outage.get("/jobs")
+        answer = outage.get(path, headers={"Accept": "text/html"})
     assert answer.status_code == 503
     assert answer.headers["content-type"].startswith("text/html")
     assert "Database unavailable" in answer.text

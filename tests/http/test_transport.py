@@ -71,6 +71,38 @@ def test_a_number_too_long_is_malformed(
     assert _nothing_stored(app)
 
 
+JSON_BODIES = [
+    "/api/v1/jobs",
+    "/api/v1/jobs/batch",
+    "/api/v1/dead/requeue",
+    "/api/v1/dead/purge",
+    "/api/v1/queues/emails/pause",
+]
+
+
+@pytest.mark.parametrize("path", JSON_BODIES)
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            b'{"task": "cleanup",',
+            "not valid JSON: Expecting property name enclosed in double quotes at character 19",
+        ),
+        (b'{"task": "cl\xffean"}', "not valid JSON: byte 0xff at byte 12 is not UTF-8"),
+        (_nested(DEEP), "nested too deep"),
+    ],
+    ids=["syntax", "not-utf8", "deep"],
+)
+def test_a_body_that_is_not_json_is_named_as_the_body(
+    client: TestClient, app: chronoq.App, path: str, body: bytes, reason: str
+) -> None:
+    response = client.post(path, content=body, headers=JSON)
+    assert reason in _malformed(response)
+    assert response.json()["error"]["field"] == "body"
+    assert _nothing_stored(app)
+    assert not app.store.queue_get("emails").paused
+
+
 @pytest.mark.parametrize("path", ["/static", "/api/v1/jobs/", "/jobs/", "/login/"])
 def test_no_redirect_names_the_host_the_client_sent(client: TestClient, path: str) -> None:
     response = client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)

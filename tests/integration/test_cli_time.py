@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chronoq import App, JobStatus
@@ -92,6 +94,15 @@ def test_schedule_lifecycle(url: str, app_spec: str, reader: App) -> None:
         (["bad", "0 9 * * *", "--task", "ad"], "unknown task 'ad'; did you mean 'add'?"),
         (["bad", "0 9 * * *", "--task", "add", "--misfire", "often"], "misfire"),
         (["bad", "0 9 * * *", "--task", "add", "--payload", '{"c": 1}'], "payload"),
+        (
+            ["bad", "every 1s", "--task", "add", "--jitter", "10m"],
+            "jitter 10m00s must be shorter than the shortest interval between two ticks of "
+            "'every 1s', 1.0s",
+        ),
+        (
+            ["bad", "*/10 * * * * *", "--task", "add", "--jitter", "10s"],
+            "between two ticks of '*/10 * * * * *', 10.0s",
+        ),
     ],
 )
 def test_schedule_add_refuses_bad_input_and_stores_nothing(
@@ -104,6 +115,26 @@ def test_schedule_add_refuses_bad_input_and_stores_nothing(
     assert words in result.err
     assert len(result.err.strip().splitlines()) == 1
     assert reader.store.schedule_list() == []
+
+
+def test_schedule_times_are_to_the_second_when_it_ticks_within_the_minute(
+    url: str, app_spec: str
+) -> None:
+    for name, cadence in (("tens", "every 10s"), ("nightly", "0 3 * * *")):
+        added = run_cli(
+            "schedule", "add", name, cadence, "--task", "add", "--zone", "Europe/Paris",
+            "--payload", '{"a": 1, "b": 2}', "--app", app_spec, "--dsn", url,
+        )  # fmt: skip
+        assert added.code == 0, added.err
+    tens = run_cli("schedule", "show", "tens", "--dsn", url).out.split("next ticks:\n", 1)[1]
+    ticks = [line.strip() for line in tens.splitlines()]
+    assert len(ticks) == 5 and len(set(ticks)) == 5, ticks
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d0 \+0[12]:00", t) for t in ticks)
+    nightly = run_cli("schedule", "show", "nightly", "--dsn", url).out.split("next ticks:\n")[1]
+    assert all(
+        re.fullmatch(r"\d{4}-\d\d-\d\d 03:00 \+0[12]:00", line.strip())
+        for line in nightly.splitlines()
+    ), nightly
 
 
 # -- queue ------------------------------------------------------------------------------------

@@ -340,7 +340,33 @@ def test_every_page_renders_what_it_is_for(
     assert f'name="ids" value="{dead}"' in dead_page and f'value="{pending}"' not in dead_page
     schedules = client.get("/schedules").text
     assert "nightly" in schedules and "0 3 * * *" in schedules and "Europe/Paris" in schedules
-    assert re.search(r"\d{4}-\d\d-\d\d 03:00 \+0[12]00", schedules), "no upcoming fire time"
+    assert re.search(r"\d{4}-\d\d-\d\d 03:00 \+0[12]:00<", schedules), "no upcoming fire time"
+
+
+def test_the_schedules_table_scrolls_inside_its_card(
+    app: chronoq.App, client: TestClient, admin: str
+) -> None:
+    """Structure only; tests/browser measures the table against its card in Chromium."""
+    page = client.get("/schedules").text
+    assert re.search(r'<section class="card">\s*<div class="table-scroll">\s*<table', page)
+    css = client.get("/static/dashboard.css").text
+    assert re.search(r"\.table-scroll \{[^}]*overflow-x: auto", css)
+    assert re.search(r"\.grid \.wrap \{[^}]*overflow-wrap: anywhere", css)
+
+
+def test_a_schedule_ticking_within_the_minute_shows_its_fire_times_to_the_second(
+    app: chronoq.App, client: TestClient, admin: str
+) -> None:
+    for name, cadence in (("tens", "every 10s"), ("sixfield", "*/20 * * * * *")):
+        app.add_schedule(
+            ScheduleSpec.build(name=name, cadence=cadence, task="t", queue="q", zone="Asia/Tokyo")
+        )
+    page = client.get("/schedules").text
+    for name in ("tens", "sixfield"):
+        row = re.split(rf"<td[^>]*>{name}</td>", page, maxsplit=1)[1].split("</tr>", 1)[0]
+        times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)? \+09:00", row)
+        assert len(times) == 3 and len(set(times)) == 3, (name, times)
+        assert all(re.fullmatch(r".* \d\d:\d\d:\d\d \+09:00", t) for t in times), times
 
 
 def test_the_job_page_shows_every_attempt(app: chronoq.App, client: TestClient, admin: str) -> None:

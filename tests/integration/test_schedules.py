@@ -244,6 +244,9 @@ def test_bad_schedules_are_refused_with_the_reason(app: chronoq.App) -> None:
         ({"cadence": "0 9 * * *", "misfire": "catch_up"}, "catch_up"),
         ({"cadence": "every 0s"}, "interval"),
         ({"cadence": "0 9 * * *", "jitter": "-1m"}, "jitter"),
+        ({"cadence": "every 1s", "jitter": "10m"}, "jitter 10m00s must be shorter than"),
+        ({"cadence": "every 1m", "jitter": "1m"}, r"shortest interval .* 'every 1m', 1m00s"),
+        ({"cadence": "0 9 * * *", "jitter": "1d"}, r"jitter 1d00h must be shorter .* 1d00h"),
     ]
     for options, words in cases:
         with pytest.raises(chronoq.ConfigError, match=words):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -123,6 +124,34 @@ def test_a_child_killed_with_sigkill_is_restarted_and_its_job_rescued(
     assert "restarting worker process" in log
     errors = reader.get_job(job_id).errors  # type: ignore[union-attr]
     assert errors[0]["error"] in {"WorkerCrashed", "LeaseExpired"}, errors
+
+
+def test_a_child_killed_after_its_job_ended_is_not_said_to_have_died_running_it(
+    url: str, app_spec: str, spawner: Spawner, reader: App
+) -> None:
+    supervisor = spawner.start(
+        "worker", "--app", app_spec, "--dsn", url, "--processes", "2", "--concurrency", "1"
+    )
+    job_id = enqueue(url, "add", "--payload", json.dumps({"a": 1, "b": 2}))
+    # Logged after the worker told the supervisor the job ended.
+    done = re.compile(rf"job {job_id} add attempt 1/\d+ done in")
+    wait_until(lambda: done.search(spawner.log(supervisor)), what=f"job {job_id} done")
+    ran = reader.get_job(job_id)
+    assert ran is not None and ran.status == JobStatus.DONE
+
+    os.kill(worker_pid(ran), signal.SIGKILL)
+
+    died = re.compile(r"died running job\(s\) (.*); settling")
+    said = wait_until(lambda: died.search(spawner.log(supervisor)), what="the death logged")
+    restarted = "restarting worker process"
+    wait_until(lambda: restarted in spawner.log(supervisor), what="a restart")
+    supervisor.send_signal(signal.SIGTERM)
+    spawner.wait(supervisor)
+    log = spawner.log(supervisor)
+    assert said[1] == "none", log
+    # No job paid for this crash: it counts against the restart budget.
+    assert ": it crashed" in log and "the jobs it ran pay" not in log, log
+    assert status(reader, job_id) == JobStatus.DONE
 
 
 def test_children_stop_when_the_supervisor_is_killed(

@@ -8,7 +8,8 @@ lease), cancel and requeue. After every step each row must match the model, and:
 - every change of status is an edge of the job lifecycle (the architecture document);
 - a write with a token other than the current one changes nothing;
 - attempts stay between 0 and max_attempts;
-- a final job (done, cancelled, dead) never changes, except a dead one through requeue;
+- a final job (done, cancelled, dead) never changes, except a dead one through requeue and a job
+  cancelled while it ran, whose attempt may still record its cancelled end;
 - a key is held by at most one live (pending or running) job.
 
 Finishing follows the worker's protocol: a failed last attempt is reported dead, not retry.
@@ -95,6 +96,9 @@ class Expected:
     max_attempts: int
     key: str | None
     later: bool  # due an hour from now: only a claim on a clock pinned ahead takes it
+    # Cancelled while (or as) its last attempt ran: that attempt's heartbeat hears of it, and
+    # it may still record a cancelled end.
+    cancelled_running: bool = False
 
 
 class JobStates(RuleBasedStateMachine):
@@ -148,7 +152,9 @@ class JobStates(RuleBasedStateMachine):
     def heartbeat(self, job: int, shift: int) -> None:
         expected = self.jobs[job]
         kept = self.store.job_heartbeat_many([JobLeaseRef(job, expected.token + shift)])
-        assert kept == ({job} if self._owned(expected, shift) else set())
+        assert kept.renewed == ({job} if self._owned(expected, shift) else set())
+        cancelled = expected.cancelled_running and shift == 0
+        assert kept.cancelled == ({job} if cancelled else set())
 
     @precondition(lambda self: self._running())
     @rule(data=st.data(), outcome=OUTCOMES, later=LATER)
@@ -166,9 +172,12 @@ class JobStates(RuleBasedStateMachine):
         report = JobFinishParams(job, expected.token + shift, outcome, 3600.0 * later, error)
         accepted = self.store.job_finish_many([report])
         owned = self._owned(expected, shift)
-        assert accepted == ({job} if owned else set())
+        recorded = expected.cancelled_running and shift == 0 and outcome is Outcome.CANCELLED
+        assert accepted == ({job} if owned or recorded else set())
         if owned:
             expected.status = AFTER_FINISH[outcome]
+            # The store cannot tell a cancelled end from a cancel while the attempt ran.
+            expected.cancelled_running = outcome is Outcome.CANCELLED
             expected.later = later if outcome is Outcome.RETRY else expected.later
 
     @rule(job=jobs_claimed, shift=TOKEN_SHIFTS)
@@ -196,6 +205,7 @@ class JobStates(RuleBasedStateMachine):
         expected = self.jobs[job]
         row = self.store.job_cancel(job)
         if expected.status in LIVE:
+            expected.cancelled_running = expected.status is RUNNING
             expected.status = CANCELLED
         assert row is not None and row.status is expected.status
 
@@ -242,7 +252,12 @@ class JobStates(RuleBasedStateMachine):
             if before is not None and before.status.is_final and before.status is row.status:
                 # A final job never changes, but for counting the stale writes it refuses.
                 assert row.fence_rejections >= before.fence_rejections
-                assert dataclasses.replace(row, fence_rejections=before.fence_rejections) == before
+                unchanged = dataclasses.replace(row, fence_rejections=before.fence_rejections)
+                if expected.cancelled_running:
+                    # ... and for the end its cancelled attempt records in the history.
+                    assert row.errors[: len(before.errors)] == before.errors
+                    unchanged = dataclasses.replace(unchanged, errors=before.errors)
+                assert unchanged == before
             if row.status in LIVE and row.key is not None:
                 live_keys[row.key] += 1
         assert all(count == 1 for count in live_keys.values()), live_keys

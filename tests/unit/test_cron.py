@@ -18,6 +18,7 @@ from chronoq.core.cron import (
     jitter_offset,
     parse_cadence,
     preview,
+    shortest_gap,
 )
 from chronoq.errors import ConfigError, InvalidSchedule, NaiveDatetime
 
@@ -611,6 +612,27 @@ def test_preview_of_an_interval_shows_the_offset_change() -> None:
 
 def test_preview_of_nothing_is_empty() -> None:
     assert preview(parse_cadence("every 1h"), utc(2026, 1, 1), 0) == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone", "gap"),
+    [
+        ("every 1s", "UTC", timedelta(seconds=1)),
+        ("every 1h30m", SYDNEY, timedelta(hours=1, minutes=30)),
+        ("*/10 * * * * *", "UTC", timedelta(seconds=10)),
+        ("0,5 * * * * *", "UTC", timedelta(seconds=5)),
+        ("0 9 * * mon-fri", "Europe/Paris", timedelta(days=1)),
+        # 02:30 does not exist on 8 March: that day's tick is at 03:00 EDT, 23h30m after the last.
+        ("30 2 * * *", NEW_YORK, timedelta(hours=23, minutes=30)),
+        ("0 0 1 * *", "UTC", timedelta(days=28)),
+    ],
+)
+def test_the_shortest_gap_between_ticks(expression: str, zone: str, gap: timedelta) -> None:
+    assert shortest_gap(parse_cadence(expression, zone), utc(2026, 1, 1)) == gap
+
+
+def test_a_cadence_with_one_tick_in_a_year_has_no_gap() -> None:
+    assert shortest_gap(parse_cadence("0 0 29 2 *"), utc(2026, 3, 1)) is None
 
 
 def test_jitter_is_deterministic_and_within_the_window() -> None:

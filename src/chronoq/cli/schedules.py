@@ -14,6 +14,7 @@ from chronoq.cli.worker import configure_logging, ensure_metrics, serve_metrics
 from chronoq.core.cron import parse_cadence, preview
 from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
+from chronoq.core.timetext import schedule_times
 from chronoq.errors import InvalidSchedule, QueueNotFound, ScheduleNotFound
 from chronoq.fleetview import next_fire, scheduler_warning
 from chronoq.queues import queue_to_change, remove_queue
@@ -95,12 +96,12 @@ def schedule_show(run: Invocation) -> int:
         ("jitter", format_duration(timedelta(seconds=schedule.jitter))),
         ("state", "paused" if schedule.paused else "active"),
         ("origin", "declared in code" if schedule.origin == "code" else "added at run time"),
-        ("handled up to", schedule.tick_cursor.isoformat()),
+        ("handled up to", _when(schedule, schedule.tick_cursor)),
         ("fired", str(schedule.fired)),
         ("late", _late_text(schedule)),
         ("skipped", str(schedule.skipped)),
         ("coalesced", str(schedule.coalesced)),
-        ("last fired", schedule.last_fired.isoformat() if schedule.last_fired else "never"),
+        ("last fired", _when(schedule, schedule.last_fired) if schedule.last_fired else "never"),
     ]
     for label, value in rows:
         run.out.line(f"{label:>14}: {value}")
@@ -171,8 +172,8 @@ def _show_next(run: Invocation, schedule: Schedule) -> None:
         run.out.note(f"cannot list its next ticks: {exc}")
         return
     run.out.line("next ticks:")
-    for tick in ticks:
-        run.out.line(f"  {tick.isoformat()}")
+    for text in schedule_times(schedule, list(ticks)):
+        run.out.line(f"  {text}")
 
 
 def _misfire_text(s: Schedule) -> str:
@@ -192,11 +193,16 @@ def _next_text(s: Schedule, unfired_at: datetime | None = None) -> str:
     """Its next tick. With no scheduler running (`unfired_at`: the database clock then), the
     tick it waits for, marked overdue once it has passed."""
     if unfired_at is None:
-        return s.next_tick.isoformat() if s.next_tick is not None and not s.paused else "-"
+        return _when(s, s.next_tick) if s.next_tick is not None and not s.paused else "-"
     fire = next_fire(s)
     if fire is None:
         return "-"
-    return f"{fire.isoformat()} (overdue)" if fire <= unfired_at else fire.isoformat()
+    return f"{_when(s, fire)} (overdue)" if fire <= unfired_at else _when(s, fire)
+
+
+def _when(s: Schedule, moment: datetime | None) -> str:
+    """One of the schedule's instants on its wall clock, to the second when it needs them."""
+    return schedule_times(s, [moment])[0]
 
 
 # -- queue ------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import heapq
+import itertools
 import re
 import zoneinfo
 from collections import deque
@@ -63,6 +64,8 @@ from chronoq.errors import InvalidDuration, InvalidSchedule
 MIN_INTERVAL = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+GAP_LOOKAHEAD = timedelta(days=366)  # how far `shortest_gap` looks at a cron expression's ticks
+GAP_TICKS = 1000  # and at most how many it looks at
 _FIRST_WINDOW = timedelta(hours=1)
 _HOUR = timedelta(hours=1)
 # After a change of a fraction of an hour, an hourly expression's readings are less than two
@@ -400,6 +403,33 @@ def preview(cadence: Cadence, start: datetime, count: int) -> list[datetime]:
         moment = cadence.next_after(moment)
         ticks.append(moment.astimezone(zone))
     return ticks
+
+
+def ticks_within_the_minute(cadence: Cadence) -> bool:
+    """Whether a cron expression ticks at seconds past the minute, or more than once in one
+    (six fields whose seconds are not just 0). An interval's ticks are its period apart."""
+    fields = cadence.expression.split()
+    if isinstance(cadence, IntervalCadence) or len(fields) != 6:
+        return False
+    return CronSim(f"{fields[0]} * * * * *", _EPOCH).seconds != {0}
+
+
+def shortest_gap(cadence: Cadence, start: datetime) -> timedelta | None:
+    """The shortest time between two consecutive ticks: an interval's period; for cron, the
+    least over its ticks after `start` within `GAP_LOOKAHEAD`, at most `GAP_TICKS` of them (a
+    year of a daily expression, with its DST changes; 16 hours of a minutely one). None when
+    fewer than two ticks fall in that span."""
+    if isinstance(cadence, IntervalCadence):
+        return cadence.period
+    ticks = cadence.ticks_between(start, _until(start, GAP_LOOKAHEAD), GAP_TICKS)
+    return min((b - a for a, b in itertools.pairwise(ticks)), default=None)
+
+
+def _until(start: datetime, span: timedelta) -> datetime:
+    try:
+        return start + span
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def jitter_offset(schedule_name: str, tick: datetime, window: timedelta) -> timedelta:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chronoq.core.cron import Cadence, parse_cadence
+from chronoq.core.cron import Cadence, parse_cadence, shortest_gap
 from chronoq.core.durations import format_duration, parse_duration
 from chronoq.core.misfire import Misfire, MisfirePolicy
 from chronoq.core.validate import check_name, check_schedule_name
@@ -21,6 +21,7 @@ from chronoq.errors import InvalidDuration, InvalidSchedule
 
 DEFAULT_SCHEDULE_MISFIRE = MisfirePolicy.COALESCE
 MAX_JITTER = timedelta(days=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A schedule's definition as the store keeps it: what an upsert writes and replaces. The rest
 # of a stored schedule (pause, cursor, counters, stamps) is the store's own.
@@ -71,8 +72,14 @@ class ScheduleSpec:
         misfire_grace: timedelta | str | float | None = None,
         catch_up: int | None = None,
         jitter: timedelta | str | float | None = None,
+        now: datetime | None = None,
     ) -> ScheduleSpec:
+        """`now` is where a cron expression's ticks start to be looked at to check the jitter
+        against them (`App.schedule_spec` passes the time; core code reads no clock, so it is
+        the Unix epoch when not given)."""
         parsed = parse_cadence(cadence, zone)
+        window = check_jitter(jitter)
+        _check_jitter_fits(window, parsed, now or _EPOCH)
         return cls(
             name=check_schedule_name(name),
             cadence=parsed.expression,
@@ -82,7 +89,7 @@ class ScheduleSpec:
             queue=check_name("queue", queue),
             priority=priority,
             misfire=Misfire.parse(str(misfire), misfire_grace, catch_up),
-            jitter=check_jitter(jitter),
+            jitter=window,
         )
 
 
@@ -103,6 +110,18 @@ def check_jitter(value: timedelta | str | float | None) -> timedelta:
     if window < timedelta(0) or window > MAX_JITTER:
         raise InvalidSchedule(f"jitter must be between 0 and 1 day, got {value!r}")
     return window
+
+
+def _check_jitter_fits(window: timedelta, cadence: Cadence, now: datetime) -> None:
+    """A jitter as long as the time between two ticks could run a tick after the next one."""
+    if not window:
+        return
+    gap = shortest_gap(cadence, now)
+    if gap is not None and window >= gap:
+        raise InvalidSchedule(
+            f"jitter {format_duration(window)} must be shorter than the shortest interval "
+            f"between two ticks of {cadence.expression!r}, {format_duration(gap)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -537,7 +537,9 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
     if first.get("type") == "timezone_aware" and field:
         # The error the Python API and the CLI raise for the same mistake, with its message.
         return error_response(422, "NaiveDatetime", fields.naive_message(field), field)
-    kind = "MalformedJSON" if first.get("type") == "json_invalid" else "ValidationError"
+    if first.get("type") == "json_invalid":
+        return error_response(422, "MalformedJSON", _json_syntax(first), BODY)
+    kind = "ValidationError"
     said = _renamed(first) if request.url.path.endswith(_JOB_BODIES) else None
     message = f"{field}: {said or first.get('msg', 'invalid')}" if field else str(first.get("msg"))
     response = error_response(422, kind, message, field)
@@ -545,6 +547,15 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
 
 
 _JOB_BODIES = ("/jobs", "/jobs/batch")  # the requests whose bodies hold JobIn fields
+BODY = "body"  # the field of an error in the body as a whole: it is not JSON the API can read
+
+
+def _json_syntax(error: Mapping[str, Any]) -> str:
+    """FastAPI's "JSON decode error" at a character offset, as the decoder's own reason."""
+    loc = error.get("loc") or ()
+    reason = (error.get("ctx") or {}).get("error") or "it cannot be parsed"
+    where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+    return f"the body is not valid JSON: {reason}{where}"
 
 
 def _renamed(error: Mapping[str, Any]) -> str | None:
@@ -575,7 +586,7 @@ def _location(loc: Sequence[Any]) -> str | None:
 def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     unparsable = _unparsable_json(exc)
     if unparsable:
-        return error_response(422, "MalformedJSON", unparsable, None)
+        return error_response(422, "MalformedJSON", unparsable, BODY)
     if exc.status_code == 404 and (refused := _slashed_schedule_name(request)):
         return error_response(422, "ValidationError", refused, "name")
     kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
@@ -622,12 +633,15 @@ def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
 
 def _unparsable_json(exc: StarletteHTTPException) -> str | None:
     """Why a body FastAPI could not parse is malformed JSON, when it is: FastAPI answers 400 to
-    every error of the decoder but a syntax error, and two of those are the caller's JSON,
-    valid in grammar but past what Python's decoder takes (its recursion limit and its limit
-    on the digits of an integer)."""
+    every error of the decoder but a syntax error, and three of those are the caller's: bytes
+    that are not UTF-8, and JSON valid in grammar but past what Python's decoder takes (its
+    recursion limit and its limit on the digits of an integer)."""
     cause = exc.__cause__
     if exc.status_code != 400 or cause is None:
         return None
+    if isinstance(cause, UnicodeDecodeError):
+        bad = cause.object[cause.start : cause.start + 1].hex()
+        return f"the body is not valid JSON: byte 0x{bad} at byte {cause.start} is not UTF-8"
     if isinstance(cause, RecursionError):
         return "the JSON body is nested too deep"
     if isinstance(cause, ValueError) and "digits" in str(cause):

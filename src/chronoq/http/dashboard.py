@@ -28,6 +28,7 @@ from chronoq.core.cron import preview
 from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
+from chronoq.core.timetext import schedule_times
 from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
 from chronoq.fleetview import next_fire, ordered, scheduler_warning
@@ -605,6 +606,11 @@ class ScheduleRow:
             return False
         fire = next_fire(self.schedule)
         return fire is not None and fire <= self.unfired_at
+
+    @property
+    def next_times(self) -> list[str]:
+        """The next fire times as `chronoq schedule` writes them (to the second if needed)."""
+        return schedule_times(self.schedule, self.next_ticks)
 
     @property
     def late_text(self) -> str:

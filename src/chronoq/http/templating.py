@@ -35,11 +35,6 @@ def when(moment: datetime | str | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def local_when(moment: datetime) -> str:
-    """An instant on its own wall clock, with the offset: schedules are read in their zone."""
-    return moment.strftime("%Y-%m-%d %H:%M %z")
-
-
 def seconds(value: float | None) -> str:
     if value is None:
         return "-"
@@ -71,7 +66,6 @@ def _environment() -> jinja2.Environment:
     )
     environment.filters.update(
         when=when,
-        local_when=local_when,
         seconds=seconds,
         per_minute=per_minute,
         pretty_json=pretty_json,

@@ -14,6 +14,7 @@ from typing import Any
 from chronoq.core.jobs import Job, Outcome
 from chronoq.observability.events import (
     AttemptAbandoned,
+    AttemptCancelled,
     AttemptEnd,
     AttemptsEnded,
     AttemptStuck,
@@ -43,6 +44,7 @@ class EventLog:
             Subscription(WorkerStopped, self.worker_stopped),
             Subscription(AttemptsEnded, self.attempts_ended),
             Subscription(LeaseLost, self.lease_lost),
+            Subscription(AttemptCancelled, self.attempt_cancelled),
             Subscription(JobsReleased, self.jobs_released),
             Subscription(JobsHandedOff, self.jobs_handed_off),
             Subscription(LeasesRescued, self.leases_rescued),
@@ -94,6 +96,21 @@ class EventLog:
             "job %d: heartbeat rejected, the lease was lost; its result will be discarded",
             event.job.id,
             extra=job_extra(event.job, "job.lease_lost", event.worker_id),
+        )
+
+    def attempt_cancelled(self, event: AttemptCancelled) -> None:
+        if event.interrupted:
+            how = "its handler was interrupted"
+        elif event.started:
+            how = "its handler is told (ctx.cancelled) and its result will be discarded"
+        else:
+            how = "it had not started, and will not"
+        worker_log.info(
+            "job %d %s was cancelled while running; %s",
+            event.job.id,
+            event.job.task,
+            how,
+            extra=job_extra(event.job, "job.cancelled_running", event.worker_id),
         )
 
     def jobs_released(self, event: JobsReleased) -> None:

@@ -170,6 +170,20 @@ class LeaseLost(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptCancelled(Event):
+    """A heartbeat said the job was cancelled while this attempt held it. `interrupted`: its
+    async handler was cancelled at once; otherwise a sync handler is told through
+    `ctx.cancelled`, or (`started` False) the job was claimed ahead and will not start. The
+    attempt ends cancelled, without a retry, and the job stays cancelled whatever its handler
+    returns."""
+
+    worker_id: str
+    job: Job
+    interrupted: bool
+    started: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class WriteFenced(Event):
     """A write named a stale lease token. `kind`: `finish` (a result, or complete_in) or
     `heartbeat`."""

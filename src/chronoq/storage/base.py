@@ -154,6 +154,17 @@ class JobLeaseRef:
 
 
 @dataclass(frozen=True, slots=True)
+class JobHeartbeatResult:
+    """What a heartbeat of some attempts found: `renewed`, the ids whose lease now runs on;
+    `cancelled`, the ids whose job was cancelled while the attempt held it (same token), which
+    the worker stops. Any other id is no longer the attempt's: its lease lapsed and the job was
+    rescued, or it ended."""
+
+    renewed: set[int] = field(default_factory=set)
+    cancelled: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
 class JobListParams:
     """A search, newest first. `before_id` is the cursor: the last id of the previous page.
     `created_after` (inclusive) and `created_before` (exclusive) bound `created_at`."""
@@ -485,14 +496,26 @@ class JobStore(Protocol):
         ...
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
-        """Record how attempts ended; return the ids whose lease token still matched."""
+        """Record how attempts ended; return the ids whose lease token still matched. A
+        cancelled outcome is also recorded for an attempt whose job was cancelled while it ran
+        (the job stays cancelled, the attempt joins its history); any other outcome of such an
+        attempt is refused, as its result no longer counts."""
         ...
 
     def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
         """Mark the job done inside the caller's transaction, fenced by its token."""
         ...
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> set[int]: ...
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+        """Extend the leases of running attempts, and name those whose job was cancelled while
+        they held it; both fenced by the token (see `JobHeartbeatResult`)."""
+        ...
+
+    def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        """The ids of these attempts whose job was cancelled while they held it (the status is
+        cancelled and the token is theirs): a worker asks about the results it had refused, to
+        tell a cancel from a lost lease."""
+        ...
 
     def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         """Give claimed-but-unstarted jobs back without using an attempt."""
@@ -512,7 +535,9 @@ class JobStore(Protocol):
     def job_list(self, params: JobListParams) -> list[Job]: ...
 
     def job_cancel(self, job_id: int) -> Job | None:
-        """Cancel a pending or running job; return the job as it now is (None: no such id)."""
+        """Cancel a pending or running job; return the job as it now is (None: no such id). A
+        running job keeps its worker and lease token, so that attempt's next heartbeat tells
+        its worker (see `JobHeartbeatResult`); a pending one forgets its last worker."""
         ...
 
     def dead_requeue(self, params: DeadRequeueParams) -> DeadRequeueResult: ...

@@ -20,6 +20,7 @@ from chronoq.core.schedules import (
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
     FinishedBucket,
+    JobHeartbeatResult,
     JobInsertParams,
     LeaderTerm,
     Overview,
@@ -142,6 +143,15 @@ def rescue_result(rows: Iterable[Mapping[str, Any]]) -> RescueResult:
     for row in rows:
         target = result.dead if row["status"] == JobStatus.DEAD else result.requeued
         target.append(row["id"])
+    return result
+
+
+def heartbeat_result(rows: Iterable[Mapping[str, Any]]) -> JobHeartbeatResult:
+    """Split the (id, status) rows of a heartbeat into renewed and cancelled ids."""
+    result = JobHeartbeatResult()
+    for row in rows:
+        target = result.cancelled if row["status"] == JobStatus.CANCELLED else result.renewed
+        target.add(row["id"])
     return result
 
 

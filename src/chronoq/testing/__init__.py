@@ -23,6 +23,7 @@ from typing import Any
 from chronoq.app import App
 from chronoq.core.jobs import Job, JobStatus, Outcome
 from chronoq.observability.events import (
+    AttemptCancelled,
     AttemptsEnded,
     JobsClaimed,
     LeaderChanged,
@@ -106,7 +107,7 @@ class StaticElector:
 
 
 class WorkerSignals:
-    """An observer of a worker's events, as three hooks to override in tests: pass an instance
+    """An observer of a worker's events, as hooks to override in tests: pass an instance
     in `Worker(app, options, [signals])`, and wait on what the hooks record rather than on a
     sleep."""
 
@@ -115,6 +116,7 @@ class WorkerSignals:
             Subscription(JobsClaimed, lambda event: self.claimed(event.jobs)),
             Subscription(AttemptsEnded, self._ended),
             Subscription(WorkerIdle, lambda event: self.idle()),
+            Subscription(AttemptCancelled, lambda event: self.cancelled(event.job)),
         )
 
     def _ended(self, event: AttemptsEnded) -> None:
@@ -129,6 +131,10 @@ class WorkerSignals:
 
     def idle(self) -> None:
         """A claim round found nothing more to do for now."""
+
+    def cancelled(self, job: Job) -> None:
+        """A heartbeat found that a job this worker runs was cancelled: its handler is being
+        stopped (see `JobContext.cancelled`)."""
 
 
 class SchedulerSignals:

@@ -5,6 +5,11 @@ Results queue up as handlers return; one loop sends everything queued so far in 
 restart is an ordinary event for a long-running worker). The store answers which results it
 accepted: the others named a stale token (the job was rescued and claimed again elsewhere), so
 they are discarded, and the `AttemptsEnded` event says which.
+
+A refused result may also belong to a job cancelled while its attempt ran, when the handler
+ended before a heartbeat could tell (the two crossed). The reporter asks the store about the
+refused ones only (a rare path, no query on the common one) and records those as cancelled
+attempts, not as lost ones.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chronoq.core.jobs import Job, Outcome
-from chronoq.errors import StoreError
+from chronoq.errors import JobCancelled, StoreError
 from chronoq.observability.eventlog import batch_extra
 from chronoq.observability.events import AttemptEnd, AttemptsEnded
-from chronoq.storage.base import JobFinishParams
+from chronoq.storage.base import JobFinishParams, JobLeaseRef
 from chronoq.worker.attempts import Shared
 
 log = logging.getLogger("chronoq.worker")
@@ -27,6 +32,7 @@ BATCH_LIMIT = 1000
 # A sync attempt that timed out is reported just before its process exits, and its retry is
 # not due sooner than this: nobody else may start the job while its stuck thread still exists.
 STUCK_RETRY_FLOOR = 1.0
+CANCELLED_ERROR = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
 
 
 @dataclass(slots=True)
@@ -101,6 +107,9 @@ class Completer:
 
     async def _flush(self, batch: list[Result]) -> None:
         accepted = await self._send(batch)
+        refused = [result for result in batch if result.params.id not in accepted]
+        if refused:
+            accepted |= await self._record_cancelled(refused)
         ends = [self._end(result, result.params.id in accepted) for result in batch]
         self.events.emit(AttemptsEnded(self.worker_id, ends))
         self.on_reported()
@@ -132,6 +141,23 @@ class Completer:
                 )
                 await asyncio.sleep(pause)
 
+    async def _record_cancelled(self, refused: list[Result]) -> set[int]:
+        """Of the refused results, record those of jobs cancelled while their attempt ran as
+        cancelled attempts (the job stays cancelled); the ids recorded. The others are lost."""
+        try:
+            ids: set[int] = await self.io(
+                self.store.job_cancelled_among,
+                [JobLeaseRef(r.params.id, r.params.lease_token) for r in refused],
+            )
+        except StoreError as exc:
+            extra = batch_extra("worker.report_error", self.worker_id, [r.job for r in refused])
+            log.error("could not tell cancelled jobs from lost ones: %s", exc, extra=extra)
+            return set()
+        late = [result for result in refused if result.params.id in ids]
+        for result in late:
+            result.params = cancelled_late(result.params, self.worker_id)
+        return await self._send(late) if late else set()
+
     def _end(self, result: Result, accepted: bool) -> AttemptEnd:
         attempt = self.holdings.disown(result.job)
         params = result.params
@@ -143,3 +169,15 @@ class Completer:
             params.error,
             params.retry_delay,
         )
+
+
+def cancelled_late(params: JobFinishParams, worker_id: str) -> JobFinishParams:
+    """A result refused because the job was cancelled while its attempt ran, as the cancelled
+    end of that attempt: what the handler reported is kept in the message, and discarded."""
+    if params.outcome == Outcome.CANCELLED:
+        return params
+    message = f"the job was cancelled while this attempt ran; its result ({params.outcome}) "
+    message += "was discarded"
+    error = {"attempt": 0, "traceback": "", "worker": worker_id} | (params.error or {})
+    error |= {"error": CANCELLED_ERROR, "message": message, "outcome": "cancelled"}
+    return dataclasses.replace(params, outcome=Outcome.CANCELLED, retry_delay=0.0, error=error)

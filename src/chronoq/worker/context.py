@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job
-from chronoq.errors import ChronoqError, JobLost
+from chronoq.errors import ChronoqError, JobCancelled, JobLost
 from chronoq.observability.logs import HANDLER_LOGGER, JobLogAdapter, job_fields
 from chronoq.storage.base import JobLeaseRef
 
@@ -26,6 +26,12 @@ class JobContext:
     `lease_token` is the fencing token of this attempt. Pass it (or `id`) to your own systems to
     make the effect idempotent, or finish the job in your own database transaction with
     `complete_in(conn)` so that your writes and the completion commit together.
+
+    Cancelling a running job reaches its worker with the next heartbeat of its lease. An async
+    handler is then cancelled (`asyncio.CancelledError` at its current `await`); a sync one, whose
+    thread cannot be stopped, sees `cancelled` turn True, and `raise_if_cancelled()` raise
+    `JobCancelled`. Either way the attempt ends cancelled, without a retry, and whatever the
+    handler returns after the cancel is discarded.
     """
 
     job: Job
@@ -35,6 +41,9 @@ class JobContext:
     # Told "heartbeat" or "finish" when a write of this context is refused for a stale token.
     on_fenced: Callable[[str], None] | None = None
     completed_in_transaction: bool = field(default=False, init=False)
+    # A plain flag, not a threading.Event (which costs about 2 µs per job to build): the lease
+    # keeper sets it on the loop, a sync handler reads it in its thread.
+    _cancel_seen: bool = field(default=False, init=False, repr=False)
 
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -101,11 +110,34 @@ class JobContext:
     def ref(self) -> JobLeaseRef:
         return JobLeaseRef(self.job.id, self.job.lease_token)
 
+    @property
+    def cancelled(self) -> bool:
+        """The job was cancelled while this attempt ran: stop, and the attempt ends cancelled
+        (any result is discarded). Safe to read from any thread."""
+        return self._cancel_seen
+
+    def raise_if_cancelled(self) -> None:
+        """Raise JobCancelled if the job was cancelled while this attempt ran: the attempt then
+        ends cancelled, with no retry. For sync handlers to call between steps."""
+        if self._cancel_seen:
+            raise self._cancelled()
+
+    def mark_cancelled(self) -> None:
+        """Record that the job was cancelled while this attempt ran (the worker calls it when a
+        heartbeat says so). Thread-safe."""
+        self._cancel_seen = True
+
     def heartbeat(self) -> None:
-        """Extend the lease now. Raises JobLost when another worker owns the job."""
+        """Extend the lease now. Raises JobLost when another worker owns the job, and
+        JobCancelled when the job was cancelled while this attempt ran."""
         if self.lost:
             raise self._lost()
-        if self.job.id not in self.store.job_heartbeat_many([self.ref]):
+        self.raise_if_cancelled()
+        result = self.store.job_heartbeat_many([self.ref])
+        if self.job.id in result.cancelled:
+            self.mark_cancelled()
+            raise self._cancelled()
+        if self.job.id not in result.renewed:
             self._refused("heartbeat")
             raise self._lost()
 
@@ -115,7 +147,7 @@ class JobContext:
     def complete_in(self, conn: Any) -> None:
         """Mark the job done inside `conn`'s open transaction (psycopg or sqlite3 connection
         to the job's database). Raises JobLost, so the transaction can roll back, when the
-        lease token is stale."""
+        lease token is stale (JobCancelled when the job is known to be cancelled)."""
         if not self.store.job_complete_in(conn, self.ref):
             self._refused("finish")
             raise self._lost()
@@ -132,10 +164,15 @@ class JobContext:
         self.completed_in_transaction = True
 
     def _refused(self, kind: str) -> None:
-        """The store refused a write naming our token: another claim owns the job now."""
+        """The store refused a write naming our token: another claim owns the job now, or
+        (known from a heartbeat) the job was cancelled."""
+        self.raise_if_cancelled()
         self.lost = True
         if self.on_fenced is not None:
             self.on_fenced(kind)
 
     def _lost(self) -> JobLost:
         return JobLost(f"job {self.job.id} (token {self.job.lease_token}) is no longer ours")
+
+    def _cancelled(self) -> JobCancelled:
+        return JobCancelled(f"job {self.job.id} was cancelled while attempt {self.attempt} ran")

@@ -4,6 +4,10 @@ Async handlers run on the worker's event loop, under `asyncio.timeout` when thei
 timeout. Sync handlers run in a thread pool; a thread cannot be stopped, so a sync handler past
 its timeout is marked `stuck` and the worker retires (see `Worker`): its attempt fails with
 `JobTimeout`, reported only once the process is about to exit.
+
+An attempt whose job was cancelled while it ran (`ctx.cancelled`, set by the lease keeper) ends
+cancelled however its handler ended: its async handler's task was cancelled, its sync handler
+raised `JobCancelled` or returned, and a result it returned anyway is discarded.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Outcome
-from chronoq.errors import Discard, JobTimeout, Retry
+from chronoq.errors import Discard, JobCancelled, JobTimeout, Retry
 from chronoq.observability.eventlog import batch_extra
 from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings
@@ -58,15 +62,14 @@ class Executor:
         misfit = task.payload_shape.misfit(job.payload)
         if misfit:
             return dead(attempt, "InvalidPayload", misfit)
+        if attempt.ctx.cancelled:
+            return cancelled(attempt, None)  # cancelled while it waited for a slot
         try:
             await self._call(attempt, task)
-        except Retry as retry:
-            delay = retry.delay if retry.delay is not None else task.backoff.delay(job.attempts)
-            return failed(attempt, retry, delay=max(0.0, delay))
-        except Discard as discard:
-            return _finish(attempt, Outcome.CANCELLED, error_record(attempt, discard, "cancelled"))
         except (Exception, SystemExit) as exc:
-            return failed(attempt, exc, delay=task.backoff.delay(job.attempts))
+            return _raised(attempt, task, exc)
+        if attempt.ctx.cancelled:
+            return cancelled(attempt, None)
         if attempt.ctx.completed_in_transaction:
             return None
         return JobFinishParams(job.id, job.lease_token, Outcome.DONE)
@@ -88,8 +91,13 @@ class Executor:
             if deadline.expired():
                 raise timed_out(task) from None
             raise
+        except asyncio.CancelledError:
+            if _cancel_was_the_jobs(attempt):
+                raise cancelled_error(attempt) from None
+            raise
         finally:
             attempt.on_loop = False
+        _cancel_was_the_jobs(attempt)  # the handler swallowed the cancellation
 
     async def _call_in_thread(self, attempt: Attempt, task: Task[Any, Any]) -> None:
         args = (attempt.ctx,) if task.takes_context else ()
@@ -106,6 +114,42 @@ class Executor:
             raise timed_out(task)
         attempt.in_thread = False
         future.result()
+
+
+def _raised(attempt: Attempt, task: Task[Any, Any], exc: BaseException) -> JobFinishParams:
+    """How an attempt whose handler raised `exc` ended."""
+    if attempt.ctx.cancelled or isinstance(exc, JobCancelled):
+        return cancelled(attempt, exc)
+    if isinstance(exc, Retry):
+        delay = exc.delay if exc.delay is not None else task.backoff.delay(attempt.job.attempts)
+        return failed(attempt, exc, delay=max(0.0, delay))
+    if isinstance(exc, Discard):
+        return _finish(attempt, Outcome.CANCELLED, error_record(attempt, exc, "cancelled"))
+    return failed(attempt, exc, delay=task.backoff.delay(attempt.job.attempts))
+
+
+def _cancel_was_the_jobs(attempt: Attempt) -> bool:
+    """Was the task's cancellation the one the lease keeper asked for because the job was
+    cancelled, and the only one? Then it is taken back, and the attempt ends cancelled; a
+    shutdown's cancellation goes on."""
+    current = asyncio.current_task()
+    if not attempt.ctx.cancelled or current is None or not current.cancelling():
+        return False
+    return current.uncancel() == 0
+
+
+def cancelled_error(attempt: Attempt) -> JobCancelled:
+    job = attempt.job
+    return JobCancelled(f"job {job.id} was cancelled while attempt {job.attempts} ran")
+
+
+def cancelled(attempt: Attempt, exc: BaseException | None) -> JobFinishParams:
+    """An attempt whose job was cancelled while it ran: it ends cancelled, with no retry, and
+    what the handler returned or raised after the cancel is discarded (a `JobCancelled` is
+    kept in the job's history)."""
+    if not isinstance(exc, JobCancelled):
+        exc = cancelled_error(attempt)
+    return _finish(attempt, Outcome.CANCELLED, error_record(attempt, exc, "cancelled"))
 
 
 def failed(attempt: Attempt, exc: BaseException, *, delay: float) -> JobFinishParams:

@@ -5,6 +5,11 @@ interval go along with the first one due, so one `job_heartbeat_many` renews man
 refused heartbeat means the lease had lapsed and the job was rescued: the attempt is marked
 lost (its handler sees `JobLost` on its next heartbeat or completion, and its result will be
 discarded) and a `LeaseLost` event says so.
+
+The same heartbeat tells which held jobs were cancelled while they ran (a cancel keeps the
+attempt's token): the attempt is marked cancelled, its async handler is cancelled at once (a
+sync one sees `ctx.cancelled`), and an `AttemptCancelled` event says so. Learning of a cancel
+costs no query of its own, and it reaches the worker within a third of the job's lease.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import time
 
 from chronoq.errors import StoreError
 from chronoq.observability.eventlog import batch_extra
-from chronoq.observability.events import LeaseLost
+from chronoq.observability.events import AttemptCancelled, LeaseLost
+from chronoq.storage.base import JobHeartbeatResult
 from chronoq.worker.attempts import Attempt, Shared
 
 log = logging.getLogger("chronoq.worker")
@@ -35,7 +41,7 @@ class LeaseKeeper:
     async def run(self) -> None:
         """The loop: runs for the worker's whole life. `wake` it when jobs were claimed."""
         while True:
-            due = [a.heartbeat_due for a in self.holdings if not a.ctx.lost]
+            due = [a.heartbeat_due for a in self.holdings if _held(a)]
             pause = max(0.0, min(due) - time.monotonic()) if due else IDLE_WAIT
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -45,11 +51,11 @@ class LeaseKeeper:
     async def beat(self) -> None:
         """Heartbeat every held attempt that is due, or nearly."""
         now = time.monotonic()
-        batch = [a for a in self.holdings if not a.ctx.lost and _due_soon(a, now)]
+        batch = [a for a in self.holdings if _held(a) and _due_soon(a, now)]
         if not batch:
             return
         try:
-            accepted: set[int] = await self.io(
+            result: JobHeartbeatResult = await self.io(
                 self.store.job_heartbeat_many, [a.ctx.ref for a in batch]
             )
         except StoreError as exc:
@@ -58,8 +64,22 @@ class LeaseKeeper:
             return
         for attempt in batch:
             attempt.heartbeat_due = now + attempt.job.lease_seconds / 3
-            if attempt.job.id not in accepted:
+            if attempt.job.id in result.cancelled:
+                self._cancelled(attempt)
+            elif attempt.job.id not in result.renewed:
                 self._refused(attempt)
+
+    def _cancelled(self, attempt: Attempt) -> None:
+        """The job was cancelled while this attempt held it: stop the handler. One whose result
+        is on its way has nothing left to stop (the reporter finds the cancel)."""
+        attempt.ctx.mark_cancelled()
+        if self.holdings.owned.get(attempt.job.id) is not attempt or attempt.reporting:
+            return
+        task = attempt.task if attempt.on_loop else None
+        if task is not None:
+            task.cancel()
+        started = attempt.task is not None
+        self.events.emit(AttemptCancelled(self.worker_id, attempt.job, task is not None, started))
 
     def _refused(self, attempt: Attempt) -> None:
         # A job no longer held, or whose result is on its way, may just have crossed its
@@ -67,6 +87,11 @@ class LeaseKeeper:
         if attempt.job.id in self.holdings.owned and not attempt.reporting:
             attempt.ctx.lost = True
             self.events.emit(LeaseLost(self.worker_id, attempt.job))
+
+
+def _held(attempt: Attempt) -> bool:
+    """Still this attempt's to heartbeat: neither lost nor cancelled."""
+    return not (attempt.ctx.lost or attempt.ctx.cancelled)
 
 
 def _due_soon(attempt: Attempt, now: float) -> bool:

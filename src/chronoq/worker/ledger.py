@@ -9,7 +9,7 @@ line of JSON to a pipe each time the set of handlers it runs changes:
 ```
 {"worker": "host:pid:abc123"}     once, at start: the id its claims carry
 {"started": [[id, token], ...]}   handlers about to run
-{"ended": [[id, token], ...]}     handlers done (sent lazily)
+{"ended": [[id, token], ...]}     handlers done, or claimed jobs given back
 ```
 
 When the process dies, the supervisor reads the pipe to its end and asks the store which jobs
@@ -20,8 +20,11 @@ that dies while a claim's answer is on its way leaves nothing behind; every writ
 the lease token the store returned, so a job reported or rescued meanwhile is left alone.
 
 A "started" line is written before the handlers it names run, so a crash can never count a
-running job as waiting. A "started" id whose "ended" never arrived only makes the supervisor
-fail a job that was claimed again and not started: the safe side.
+running job as waiting. An "ended" line is written as soon as the store has the attempt's
+result, so the supervisor does not name a job the process had finished among those it died
+running, nor excuse a crash that no job caused. A "started" id whose "ended" never arrived
+(the process died between the store's answer and the line) only makes the supervisor try a
+fenced write that the store refuses.
 """
 
 from __future__ import annotations
@@ -57,7 +60,6 @@ class JobLedger:
 
     def __init__(self, fd: int | None = None) -> None:
         self._fd = fd
-        self._ended: list[list[int]] = []
 
     @classmethod
     def from_environment(cls) -> JobLedger:
@@ -97,16 +99,11 @@ class JobLedger:
             self._write({"started": [[job.id, job.lease_token] for job in jobs]})
 
     def ended(self, jobs: Iterable[Job]) -> None:
-        """Held no longer. Sent with the next write, or once enough pile up: a late "ended"
-        only makes the supervisor try a fenced write that the store refuses."""
-        if self._fd is not None:
-            self._ended.extend([job.id, job.lease_token] for job in jobs)
-            if len(self._ended) >= 256:
-                self._write({})
+        """Held no longer: the store has their results, or has them back unstarted."""
+        if self._fd is not None and (ended := [[job.id, job.lease_token] for job in jobs]):
+            self._write({"ended": ended})
 
     def _write(self, record: dict[str, object]) -> None:
-        if self._ended:
-            record["ended"], self._ended = self._ended, []
         data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
         try:
             while data:
@@ -142,8 +139,8 @@ class LedgerReader:
         except ValueError:
             return  # a child killed mid-write leaves at most one torn line, its last
         self.worker_id = record.get("worker", self.worker_id)
-        # Ends ride along with the next write, so they are older than its starts; and an end
-        # names its token, so a late one cannot end the job's next run.
+        # A line's ends are older than its starts; and an end names its token, so a late one
+        # cannot end the job's next run.
         for job_id, token in record.get("ended", ()):
             if self.running.get(job_id) == token:
                 del self.running[job_id]

@@ -12,6 +12,7 @@ ended. It is a few small collaborators around one port:
       ▼
   Completer ────── job_finish_many(everything finished so far), fenced ──────► store
   LeaseKeeper ──── job_heartbeat_many(attempts a third into their lease) ────► store
+                   (its answer also names jobs cancelled while they run: their handlers stop)
   Watchdog ─────── exits the process when a handler blocks the loop past its lease
       │
       └──────────── every step is an event to the observers: stats, log lines, metrics,
@@ -21,6 +22,8 @@ ended. It is a few small collaborators around one port:
 Every store call runs in a small I/O thread pool so the loop never blocks on the database, and
 every write is fenced by the job's lease token: a rejected write means the job was rescued and
 claimed again elsewhere (this worker stalled or was cut off); it is counted, logged, and dropped.
+A job cancelled while it runs is not lost: the heartbeat says so, the handler is stopped, and
+its attempt ends cancelled (see `chronoq.worker.heartbeats`).
 Store failures never end the loop: it logs them and backs off, because a database restart is an
 ordinary event for a long-running worker.
 """
@@ -67,7 +70,7 @@ from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
 from chronoq.worker.dbsource import DbJobSource
-from chronoq.worker.executor import Executor, drain_in_flight, interrupted
+from chronoq.worker.executor import Executor, cancelled, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
 from chronoq.worker.pacing import ClaimPacer, Pause
@@ -163,7 +166,8 @@ class Worker:
             raise ConfigError("the worker has no queue to serve: register a task or pass queues")
         self.stats = WorkerStats()
         # The app's observers (its `metrics`, say) hear this worker's events too.
-        extra: list[Observer] = [self.stats, EventLog(), ledger or JobLedger(), *observers]
+        # The ledger first: the supervisor hears of an ended job before anything is logged.
+        extra: list[Observer] = [ledger or JobLedger(), self.stats, EventLog(), *observers]
         self.events = Observers(extra, app.observers)
         self.holdings = Holdings()
         opts = self.options
@@ -482,12 +486,13 @@ class Worker:
         try:
             params = await self.executor.run(attempt)
         except asyncio.CancelledError:
-            if attempt.in_thread:
+            if attempt.in_thread and not attempt.ctx.cancelled:
                 # The thread cannot be stopped; leave the lease to expire so the rescuer, not
                 # this process, decides, and nobody runs the job while the thread still does.
+                # (A cancelled job has no lease left and never runs again: its end is reported.)
                 self.events.emit(AttemptAbandoned(self.worker_id, job))
                 return
-            params = interrupted(attempt)
+            params = cancelled(attempt, None) if attempt.ctx.cancelled else interrupted(attempt)
         finally:
             self._handler_returned(attempt)
         if attempt.stuck and params is not None:

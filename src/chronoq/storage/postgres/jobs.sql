@@ -357,9 +357,11 @@ WHERE j.id = d.id AND j.status = 'pending'
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on (the lease expired and someone else claimed it) or whose
--- status is no longer running is left alone, and its id is missing from the result. An error
--- joins the history stamped by the store with the attempt it belongs to, its start and its end;
--- the clock is read once so that end equals finished_at.
+-- status is no longer running is left alone, and its id is missing from the result. One
+-- exception: a cancelled outcome of an attempt whose job was cancelled while it ran (the cancel
+-- keeps the token) is recorded, so the attempt joins the history; the job stays cancelled, as of
+-- the cancel. An error joins the history stamped by the store with the attempt it belongs to,
+-- its start and its end; the clock is read once so that end equals finished_at.
 WITH clock AS MATERIALIZED (
     SELECT clock_timestamp() AS now
 ),
@@ -375,14 +377,18 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     run_at = CASE WHEN o.outcome <> 'retry' OR (o.keep AND j.misfire <> 'skip') THEN j.run_at
                   ELSE clock.now + o.delay * interval '1 second' END,
     locked_until = NULL,
-    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE clock.now END,
+    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL
+                       WHEN j.status = 'cancelled' THEN j.finished_at
+                       ELSE clock.now END,
     errors = CASE WHEN o.error IS NULL THEN j.errors
                   ELSE j.errors || jsonb_build_array(o.error || jsonb_build_object(
                       'attempt', j.attempts, 'started_at', j.started_at,
                       'finished_at', clock.now))
              END
 FROM outcome AS o, clock
-WHERE j.id = o.id AND j.lease_token = o.token AND j.status = 'running'
+WHERE j.id = o.id AND j.lease_token = o.token
+  AND (j.status = 'running'
+       OR (j.status = 'cancelled' AND j.worker_id IS NOT NULL AND o.outcome = 'cancelled'))
 RETURNING j.id
 
 -- name: job_complete_in
@@ -392,11 +398,30 @@ WHERE id = %(id)s AND lease_token = %(token)s AND status = 'running'
 RETURNING id
 
 -- name: job_heartbeat_many
+-- Renews the leases of running attempts, and names (by their status) the attempts whose job was
+-- cancelled while they ran: a cancel keeps the token and the worker of a running job (see
+-- job_cancel), and a cancelled job is never claimed again, so the token still names the
+-- attempt, whose worker then stops it. A cancelled row is matched
+-- by the UPDATE rather than read beside it: a cancel that commits while this statement waits for
+-- the row's lock is then seen (the row is re-checked after the wait), and the attempt is never
+-- taken for lost. Its lease stays cleared.
 UPDATE chronoq_jobs AS j
-SET locked_until = clock_timestamp() + j.lease_seconds * interval '1 second'
+SET locked_until = CASE WHEN j.status = 'running'
+                        THEN clock_timestamp() + j.lease_seconds * interval '1 second'
+                        ELSE j.locked_until END
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
-WHERE j.id = r.id AND j.lease_token = r.token AND j.status = 'running'
-RETURNING j.id
+WHERE j.id = r.id AND j.lease_token = r.token
+  AND (j.status = 'running' OR (j.status = 'cancelled' AND j.worker_id IS NOT NULL))
+RETURNING j.id, j.status
+
+-- name: job_cancelled_among
+-- Of the attempts named, those whose job was cancelled while they held it (see
+-- job_heartbeat_many): asked only about results the store refused.
+SELECT j.id
+FROM chronoq_jobs AS j
+JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
+    ON j.id = r.id AND j.lease_token = r.token
+WHERE j.status = 'cancelled' AND j.worker_id IS NOT NULL
 
 -- name: job_fence_rejected
 -- Counts writes refused because a newer claim moved the token on (the writer lost the job). A
@@ -490,8 +515,13 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: job_cancel
+-- A running job keeps its worker and its token: that attempt's heartbeat then learns of the
+-- cancel (see job_heartbeat_many). A pending one has no owner: whoever held it last (an attempt
+-- that failed and waits for its retry, say) is forgotten, so a cancelled job with a worker is
+-- exactly one that was cancelled while it ran.
 UPDATE chronoq_jobs
-SET status = 'cancelled', locked_until = NULL, finished_at = clock_timestamp()
+SET status = 'cancelled', locked_until = NULL, finished_at = clock_timestamp(),
+    worker_id = CASE WHEN status = 'running' THEN worker_id END
 WHERE id = %(id)s AND status IN ('pending', 'running')
 RETURNING *
 

@@ -41,9 +41,10 @@ WHERE name = %(name)s
 RETURNING *
 
 -- name: schedule_cancel_ahead
--- Tick jobs fired ahead of their time for a schedule paused or removed are cancelled.
+-- Tick jobs fired ahead of their time for a schedule paused or removed are cancelled, and forget
+-- their last worker (see job_cancel).
 UPDATE chronoq_jobs
-SET status = 'cancelled', finished_at = clock_timestamp()
+SET status = 'cancelled', finished_at = clock_timestamp(), worker_id = NULL
 WHERE schedule = %(name)s AND status = 'pending'
   AND (%(all)s OR run_at > clock_timestamp())
 

@@ -29,6 +29,7 @@ from chronoq.storage.base import (
     JobClaimParams,
     JobFinishParams,
     JobHandOffParams,
+    JobHeartbeatResult,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
@@ -45,6 +46,7 @@ from chronoq.storage.postgres.session import Q
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
+    heartbeat_result,
     job_from_row,
     overview_from_rows,
     overview_since,
@@ -320,8 +322,15 @@ class PostgresStore(SqlStore):
             await cur.execute(Q["job_complete_in"], {"id": ref.id, "token": ref.lease_token})
             return await cur.fetchone() is not None
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
-        return self._fenced_refs("job_heartbeat_many", refs)
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs))
+
+    def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        if not refs:
+            return set()
+        with self._read() as db:
+            rows = db.execute(Q["job_cancelled_among"], self._refs_args(refs)).fetchall()
+        return {row["id"] for row in rows}
 
     def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         return self._fenced_refs("job_release_many", refs)
@@ -331,13 +340,22 @@ class PostgresStore(SqlStore):
         return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
 
     def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
+        return {row["id"] for row in self._fenced_rows(query, refs, **extra)}
+
+    def _fenced_rows(
+        self, query: str, refs: Sequence[JobLeaseRef], **extra: Any
+    ) -> list[dict[str, Any]]:
         if not refs:
-            return set()
-        args = {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]} | extra
+            return []
         with self._conn() as conn:
-            accepted = {row["id"] for row in conn.execute(Q[query], args)}
+            rows = conn.execute(Q[query], self._refs_args(refs) | extra).fetchall()
+            accepted = {row["id"] for row in rows}
             _count_fence_rejections(conn, [(r.id, r.lease_token) for r in refs], accepted)
-        return accepted
+        return rows
+
+    @staticmethod
+    def _refs_args(refs: Sequence[JobLeaseRef]) -> dict[str, Any]:
+        return {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]}
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._conn() as conn:

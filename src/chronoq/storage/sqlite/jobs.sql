@@ -193,7 +193,8 @@ WHERE chronoq_jobs.id = d.id AND chronoq_jobs.status = 'pending'
 
 -- name: job_finish_many
 -- Fenced: a row whose token moved on or that is no longer running is left alone, and its id is
--- missing from the result. An error joins the history stamped by the store with the attempt it
+-- missing from the result, but for a cancelled outcome of an attempt whose job was cancelled
+-- while it ran (see the PostgreSQL query). An error joins the history stamped by the store with the attempt it
 -- belongs to and its start and end, as ISO 8601 UTC with microseconds (the form PostgreSQL writes).
 UPDATE chronoq_jobs
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
@@ -201,7 +202,9 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
                   THEN chronoq_jobs.run_at
                   ELSE :now + CAST(o.delay * 1000000 AS INTEGER) END,
     locked_until = NULL,
-    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL ELSE :now END,
+    finished_at = CASE WHEN o.outcome = 'retry' THEN NULL
+                       WHEN chronoq_jobs.status = 'cancelled' THEN chronoq_jobs.finished_at
+                       ELSE :now END,
     errors = CASE WHEN o.error IS NULL THEN chronoq_jobs.errors
                   ELSE json_insert(chronoq_jobs.errors, '$[#]', json_set(json(o.error),
                       '$.attempt', chronoq_jobs.attempts,
@@ -219,7 +222,9 @@ FROM (
     FROM json_each(:items)
 ) AS o
 WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
-  AND chronoq_jobs.status = 'running'
+  AND (chronoq_jobs.status = 'running'
+       OR (chronoq_jobs.status = 'cancelled' AND chronoq_jobs.worker_id IS NOT NULL
+           AND o.outcome = 'cancelled'))
 RETURNING chronoq_jobs.id
 
 -- name: job_complete_in
@@ -229,12 +234,25 @@ WHERE id = :id AND lease_token = :token AND status = 'running'
 RETURNING id
 
 -- name: job_heartbeat_many
+-- Renews running attempts and names, by status, those whose job was cancelled while they ran
+-- (see the PostgreSQL query).
 UPDATE chronoq_jobs
-SET locked_until = :now + CAST(lease_seconds * 1000000 AS INTEGER)
+SET locked_until = CASE WHEN status = 'running'
+                        THEN :now + CAST(lease_seconds * 1000000 AS INTEGER)
+                        ELSE locked_until END
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
 WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
-  AND chronoq_jobs.status = 'running'
-RETURNING chronoq_jobs.id
+  AND (chronoq_jobs.status = 'running'
+       OR (chronoq_jobs.status = 'cancelled' AND chronoq_jobs.worker_id IS NOT NULL))
+RETURNING chronoq_jobs.id, chronoq_jobs.status
+
+-- name: job_cancelled_among
+-- Of the attempts named, those whose job was cancelled while they held it.
+SELECT j.id
+FROM chronoq_jobs AS j
+JOIN (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+    ON j.id = r.id AND j.lease_token = r.token
+WHERE j.status = 'cancelled' AND j.worker_id IS NOT NULL
 
 -- name: job_fence_rejected
 -- Writes refused because a newer claim moved the token on (see the PostgreSQL query).
@@ -319,8 +337,10 @@ ORDER BY id DESC
 LIMIT :limit
 
 -- name: job_cancel
+-- A running job keeps its worker, a pending one forgets it (see the PostgreSQL query).
 UPDATE chronoq_jobs
-SET status = 'cancelled', locked_until = NULL, finished_at = :now
+SET status = 'cancelled', locked_until = NULL, finished_at = :now,
+    worker_id = CASE WHEN status = 'running' THEN worker_id END
 WHERE id = :id AND status IN ('pending', 'running')
 RETURNING *
 

@@ -42,7 +42,7 @@ RETURNING *
 
 -- name: schedule_cancel_ahead
 UPDATE chronoq_jobs
-SET status = 'cancelled', finished_at = :now
+SET status = 'cancelled', finished_at = :now, worker_id = NULL
 WHERE schedule = :name AND status = 'pending' AND (:all OR run_at > :now)
 
 -- name: schedule_remove

@@ -29,6 +29,7 @@ from chronoq.storage.base import (
     JobClaimParams,
     JobFinishParams,
     JobHandOffParams,
+    JobHeartbeatResult,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
@@ -43,6 +44,7 @@ from chronoq.storage.dsn import sqlite_path
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.rows import (
     datetime_to_micros,
+    heartbeat_result,
     job_from_row,
     leader_term,
     micros_to_datetime,
@@ -320,8 +322,15 @@ class SqliteStore(SqlStore):
         args = {"id": ref.id, "token": ref.lease_token, "now": now_micros()}
         return conn.execute(Q["job_complete_in"], args).fetchone() is not None
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
-        return self._fenced_refs("job_heartbeat_many", refs)
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs))
+
+    def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        if not refs:
+            return set()
+        with self._read() as db:
+            rows = db.execute(Q["job_cancelled_among"], self._refs_args(refs)).fetchall()
+        return {row["id"] for row in rows}
 
     def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         return self._fenced_refs("job_release_many", refs)
@@ -331,15 +340,21 @@ class SqliteStore(SqlStore):
         return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
 
     def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
+        return {row["id"] for row in self._fenced_rows(query, refs, **extra)}
+
+    def _fenced_rows(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> list[Any]:
         if not refs:
-            return set()
-        pairs = json.dumps([[r.id, r.lease_token] for r in refs])
+            return []
         with self._write() as db:
-            args = {"refs": pairs, "now": now_micros(), **extra}
-            rows = db.execute(Q[query], args).fetchall()
+            args = self._refs_args(refs) | {"now": now_micros(), **extra}
+            rows: list[Any] = db.execute(Q[query], args).fetchall()
             accepted = {row["id"] for row in rows}
             _count_fence_rejections(db, [(r.id, r.lease_token) for r in refs], accepted)
-        return accepted
+        return rows
+
+    @staticmethod
+    def _refs_args(refs: Sequence[JobLeaseRef]) -> dict[str, Any]:
+        return {"refs": json.dumps([[r.id, r.lease_token] for r in refs])}
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._read() as db:
