@@ -15,72 +15,146 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.chaos.checker import Findings
 from tests.chaos.cluster import PrivateCluster
-from tests.chaos.runner import REPO, SCENARIOS, Outcome, Run
+from tests.chaos.runner import REPO, SCENARIOS, Outcome
+from tests.chaos.tiered import TIER_SCENARIOS, TierServices, open_run
+from tests.chaos.tiertable import HEADER as TIER_HEADER
+from tests.chaos.tiertable import tier_row
+
+EVERY_SCENARIO = {**SCENARIOS, **TIER_SCENARIOS}
 
 DOC = REPO / "docs" / "reliability.md"
 MARK = "<!-- the table below is written by `make chaos` -->"
+TIER_HEADING = "### Over a tiered fleet"
+DB_HEADER = (
+    "| scenario | faults injected | runs | jobs | executions | lost | extra runs (all "
+    "explained) | unexplained | stale writes refused / accepted | overlaps | kill → re-run, "
+    "max (bound 5 s) | tick errors | retry KS D (max) | reproduce |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos")
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--scenario", choices=sorted(EVERY_SCENARIO), action="append")
     parser.add_argument("--seed", type=int, help="replay: the same faults at the same moments")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--window", type=float, default=30.0, help="seconds of fault injection")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite the doc's table")
+    parser.add_argument("--keep", type=Path, help="keep each run's logs and history under DIR")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or list(EVERY_SCENARIO)
     rng = random.SystemRandom()
     cluster = PrivateCluster()
     cluster.create()
+    tier: TierServices | None = None
     outcomes: list[Outcome] = []
     try:
+        if any(EVERY_SCENARIO[name].tiered for name in names):
+            tier = TierServices()
+            tier.create()
         for name in names:
             scenario = dataclasses.replace(
-                SCENARIOS[name], jobs=args.jobs, fault_window=args.window
+                EVERY_SCENARIO[name], jobs=args.jobs, fault_window=args.window
             )
             for _ in range(1 if args.seed is not None else args.runs):
                 seed = args.seed if args.seed is not None else rng.randrange(2**32)
-                with tempfile.TemporaryDirectory(prefix="chronoq-chaos-") as work:
-                    outcome = Run(cluster, scenario, seed, Path(work)).execute()
+                with tempfile.TemporaryDirectory(prefix="chronoq-chaos-", dir=args.keep) as work:
+                    run = open_run(cluster, scenario, seed, Path(work), tier)
+                    outcome = run.execute()
+                    if args.keep is not None:
+                        shutil.copytree(work, args.keep / f"{name}-{seed}")
                 outcomes.append(outcome)
-                print(_line(outcome), flush=True)
+                print(outcome.summary(), flush=True)
                 for violation in outcome.findings.violations[:20]:
                     print(f"    {violation}", flush=True)
     finally:
+        if tier is not None:
+            if args.keep is not None:
+                shutil.copytree(tier.root, args.keep / "tier", ignore=shutil.ignore_patterns("m?"))
+            tier.destroy()
         cluster.destroy()
     if not args.no_doc and args.seed is None:
         _write_doc(outcomes, args)
     return 1 if any(o.findings.violations for o in outcomes) else 0
 
 
-def _line(outcome: Outcome) -> str:
-    found = outcome.findings
-    return (
-        f"{outcome.scenario.name} seed {outcome.seed}: {sum(outcome.injected.values())} faults "
-        f"{outcome.injected}, {found.jobs} jobs, {found.executions} executions, "
-        f"{len(found.violations)} violation(s), {outcome.seconds:.0f}s"
-    )
-
-
 def _write_doc(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    """Rewrite the rows of the scenarios run, in both tables; the other rows stay as they were
+    (a run of some scenarios does not erase the others' results)."""
     text = DOC.read_text(encoding="utf-8")
     head = text[: text.index(MARK) + len(MARK)] if MARK in text else text.rstrip() + "\n\n" + MARK
-    DOC.write_text(head + "\n\n" + _table(outcomes, args) + "\n", encoding="utf-8")
+    old_db, _, old_tier = text[len(head) :].partition(TIER_HEADING)
+    db = [o for o in outcomes if not o.scenario.tiered]
+    tiered = [o for o in outcomes if o.scenario.tiered]
+    tables = [
+        _table(db, args, _old_table(old_db), DB_HEADER, _row),
+        _table(tiered, args, _old_table(old_tier), TIER_HEADER, _tier_row),
+    ]
+    DOC.write_text(
+        head + "\n\n" + tables[0] + "\n\n" + TIER_HEADING + "\n\n" + tables[1] + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {DOC}")
 
 
-def _table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
+def _old_table(text: str) -> tuple[str, dict[str, str]]:
+    """The caption and the rows by scenario of a table the doc holds."""
+    lines = text.strip().splitlines()
+    caption = next((line for line in lines if line.startswith("Run ")), "")
+    rows = {}
+    for line in lines:
+        name = line.split("|")[1].strip() if line.startswith("| ") else ""
+        if name in EVERY_SCENARIO:
+            rows[name] = line
+    return caption, rows
+
+
+def _table(
+    outcomes: list[Outcome],
+    args: argparse.Namespace,
+    old: tuple[str, dict[str, str]],
+    header: str,
+    row: Callable[[list[Outcome], argparse.Namespace], str],
+) -> str:
+    caption, rows = old
+    if outcomes:
+        earlier, caption = caption, _caption(args)
+        if rows.keys() - {o.scenario.name for o in outcomes}:
+            caption += f" Rows of scenarios not run then are from the run before: {earlier}"
+    for name in dict.fromkeys(o.scenario.name for o in outcomes):
+        rows[name] = row([o for o in outcomes if o.scenario.name == name], args)
+    ordered = [rows[name] for name in EVERY_SCENARIO if name in rows]
+    return "\n".join([caption, "", header, *ordered])
+
+
+def _tier_row(group: list[Outcome], args: argparse.Namespace) -> str:
+    injected: dict[str, int] = {}
+    for outcome in group:
+        for kind, count in outcome.injected.items():
+            injected[kind] = injected.get(kind, 0) + count
+    return tier_row(group, _faults(injected, group), _reproduce(group, args))
+
+
+def _reproduce(group: list[Outcome], args: argparse.Namespace) -> str:
+    seeds = ",".join(str(o.seed) for o in group)
+    return (
+        f"`python -m tests.chaos --scenario {group[0].scenario.name} --jobs {args.jobs} "
+        f"--window {args.window:g} --seed S` (S in {seeds})"
+    )
+
+
+def _caption(args: argparse.Namespace) -> str:
     git = shutil.which("git") or "git"
     commit = subprocess.run(
         [git, "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
@@ -92,19 +166,11 @@ def _table(outcomes: list[Outcome], args: argparse.Namespace) -> str:
         text=True,
     ).stdout.strip()
     commit += "+changes" if dirty else ""
-    rows = [
+    return (
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
         f"({platform.machine()}, Python {platform.python_version()}), commit {commit or '?'}: "
-        f"{args.runs} run(s) per scenario, {args.jobs} jobs each, faults for {args.window:g} s.",
-        "",
-        "| scenario | faults injected | runs | jobs | executions | lost | extra runs (all "
-        "explained) | unexplained | stale writes refused / accepted | overlaps | kill → re-run, "
-        "max (bound 5 s) | tick errors | retry KS D (max) | reproduce |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name in dict.fromkeys(o.scenario.name for o in outcomes):
-        rows.append(_row([o for o in outcomes if o.scenario.name == name], args))
-    return "\n".join(rows)
+        f"{args.runs} run(s) per scenario, {args.jobs} jobs each, faults for {args.window:g} s."
+    )
 
 
 def _row(group: list[Outcome], args: argparse.Namespace) -> str:
@@ -115,11 +181,7 @@ def _row(group: list[Outcome], args: argparse.Namespace) -> str:
     found = [o.findings for o in group]
     recoveries = [r for f in found for r in f.recoveries]
     compound = [r for f in found for r in f.compound_recoveries]
-    seeds = ",".join(str(o.seed) for o in group)
-    reproduce = (
-        f"`python -m tests.chaos --scenario {group[0].scenario.name} --jobs {args.jobs} "
-        f"--window {args.window:g} --seed S` (S in {seeds})"
-    )
+    reproduce = _reproduce(group, args)
     return (
         "| "
         + " | ".join(

@@ -1,4 +1,5 @@
-"""The chaos suite's private PostgreSQL cluster, one per test session."""
+"""The chaos suite's private PostgreSQL cluster, and the etcd cluster and Redis of its tiered
+scenarios, one each per test session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.cluster import ClusterUnavailable, PrivateCluster
+from tests.chaos.tiered import TierServices
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +23,24 @@ def cluster() -> Iterator[PrivateCluster]:
         if os.environ.get("CI"):
             pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
         pytest.skip(reason)
+    yield created
+    created.destroy()
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def tier_services() -> Iterator[TierServices]:
+    try:
+        created = TierServices()
+        created.create()
+    except ClusterUnavailable as exc:
+        _unavailable(f"cannot run the tiered chaos scenarios: {exc}")
+        raise AssertionError("unreachable") from exc  # _unavailable skips or fails
     yield created
     created.destroy()
 

@@ -63,9 +63,17 @@ class Scenario:
     supervised: bool = False
     poison: int = 0  # jobs whose handler kills its process: they must end dead, at 3 attempts
     ks_alpha: float = KS_ALPHA  # significance of the retry-delay uniformity test
+    # Tiered dispatch (tests.chaos.tiered): partition leaders in etcd, timers and streams in a
+    # private Redis; jobs fall due at random over the fault window, so faults meet moves.
+    tiered: bool = False
+    finale: str | None = None  # one more fault, from FAULTS, once the window has passed
 
     def describe(self) -> str:
         parts = [", ".join(self.faults) or "none"]
+        if self.finale is not None:
+            parts[0] += f", then {self.finale}"
+        if self.tiered:
+            parts.append(f"tiered, {self.schedulers} schedulers")
         if self.supervised:
             parts.append(f"under the supervisor, {self.poison} poison jobs")
         if self.skew:
@@ -83,6 +91,33 @@ class Outcome:
     injected: dict[str, int] = field(default_factory=dict)
     clock_offsets: list[float] = field(default_factory=list)  # workers' clocks minus ours, s
 
+    def summary(self) -> str:
+        """One line: the seed, the faults, what the checker counted."""
+        found = self.findings
+        line = (
+            f"{self.scenario.name} seed {self.seed}: {sum(self.injected.values())} faults "
+            f"{self.injected}, {found.jobs} jobs, {found.executions} executions, "
+            f"{len(found.lost)} lost, {found.extra_explained} extra runs explained, "
+            f"{len(found.violations)} violation(s), retry KS D {found.ks_statistic:.3f} "
+            f"(n={found.retries_measured}), {self.seconds:.0f}s"
+        )
+        tier = found.tier
+        if tier is not None:
+            line += (
+                f"; tier: {tier.writes} fenced writes ({tier.moves} moves), stale refused "
+                f"{tier.stale_refused} (moves {tier.stale_moves_refused}), resumed leaders' "
+                f"stale writes {tier.resumed_stale} (refused {tier.resumed_refused}), accepted "
+                f"{len(tier.stale_accepted)}, duplicate entries {tier.duplicate_entries}, "
+                f"failover {_seconds(tier.failovers)} (compound "
+                f"{_seconds(tier.compound_failovers)}), first move after a Redis restart "
+                f"{_seconds(tier.redis_recoveries)}"
+            )
+        return line
+
+
+def _seconds(values: list[float]) -> str:
+    return f"max {max(values):.2f}s n={len(values)}" if values else "-"
+
 
 class Run:
     def __init__(self, cluster: PrivateCluster, scenario: Scenario, seed: int, work: Path):
@@ -98,13 +133,14 @@ class Run:
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
+        self.paused_ticks: frozenset[int] = frozenset()
 
     # -- setup ------------------------------------------------------------------------------
 
     def prepare(self) -> dict[int, int]:
         with psycopg.connect(self.cluster.dsn, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
-        with chronoq.App(self.dsn) as app:
+        with self.open_app() as app:
             app.migrate()
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 conn.execute(EFFECTS_TABLE)
@@ -112,14 +148,21 @@ class Run:
             ids = [result.id for result in app.enqueue_many(specs)]
         return dict(zip(ids, planned, strict=True))
 
+    def open_app(self) -> chronoq.App:
+        return chronoq.App(self.dsn)
+
     def _workload(self) -> tuple[list[chronoq.JobSpec], list[int]]:
         specs, planned = [], []
         for _ in range(self.scenario.jobs):
             fail_first = self.rng.choice((0, 0, 0, 0, 1, 2, 3))
             # Mostly short work, some long enough to need heartbeats (a third of the lease).
             ms = self.rng.choice((5, 20, 50, 100, 200)) if self.rng.random() < 0.9 else 1500
+            window = self.scenario.fault_window
+            delay = self.rng.uniform(0, window) if self.scenario.tiered else None
             specs.append(
-                chronoq.JobSpec("work", {"ms": ms, "fail_first": fail_first}, queue="chaos")
+                chronoq.JobSpec(
+                    "work", {"ms": ms, "fail_first": fail_first}, queue="chaos", delay=delay
+                )
             )
             planned.append(fail_first)
         for position in sorted(self.rng.sample(range(len(specs) + 1), self.scenario.poison)):
@@ -282,12 +325,14 @@ class Run:
             self.workers = [self.start_worker(i) for i in range(count)]
             self.schedulers = [self.start_scheduler(i) for i in range(self.scenario.schedulers)]
             self._await_workers(PROCESSES if self.scenario.supervised else count)
+            self.ready()
             self._inject()
             for timer in self._timers:
                 timer.join()
-            # Schedulers stop first, so every tick they fired runs before the workers stop.
-            self._stop(self.schedulers)
+            self.join_watchers()
+            self.wind_down()
             self._settle()
+            self._stop(self.schedulers)
             self._stop(self.workers)
         finally:
             # Whatever went wrong (a timeout included), leave no process behind.
@@ -296,7 +341,7 @@ class Run:
                     process.kill()
                     process.wait()
         histories = sorted(self.work.glob(f"history-{self.database}.jsonl"))
-        findings = check(self.dsn, histories, self.faults, enqueued, self.scenario.ks_alpha)
+        findings = self.check(histories, enqueued)
         injected: dict[str, int] = {}
         for fault in self.faults:
             injected[fault.kind] = injected.get(fault.kind, 0) + 1
@@ -324,6 +369,27 @@ class Run:
 
         wait_until(started, timeout=60, what=f"{count} chaos workers to open the store")
 
+    def ready(self) -> None:
+        """Wait, before the first fault, until the fleet is up (the tiered fleet overrides)."""
+
+    def join_watchers(self) -> None:
+        """Wait for what measures the faults' effects (the tiered fleet overrides)."""
+
+    def wind_down(self) -> None:
+        """Before the wait for every job to settle: schedulers stop first, so every tick they
+        fired runs before the workers stop."""
+        self._stop(self.schedulers)
+
+    def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
+        return check(
+            self.dsn,
+            histories,
+            self.faults,
+            enqueued,
+            self.scenario.ks_alpha,
+            self.paused_ticks,
+        )
+
     def _clock_offsets(self, histories: list[Path]) -> list[float]:
         """How far each worker's clock was from ours when it started (the skew, if any)."""
         offsets = []
@@ -341,6 +407,8 @@ class Run:
         while time.monotonic() < deadline:
             threading.Event().wait(self.rng.uniform(low, high))  # the gap between two faults
             getattr(self, self.rng.choice(self.scenario.faults))()
+        if self.scenario.finale is not None:
+            getattr(self, self.scenario.finale)()
 
     def _settle(self) -> None:
         def settled() -> bool:

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import chronoq
 from chronoq.core.jobs import Job, Outcome
-from chronoq.storage.base import JobHeartbeatResult, JobLeaseRef
+from chronoq.storage.base import IdClaim, JobClaimIdsParams, JobHeartbeatResult, JobLeaseRef
 from chronoq.testing import WorkerSignals
 from chronoq.worker.ledger import JobLedger
 from tests.chaos.workload import app
@@ -71,10 +71,33 @@ def record_heartbeats(signals: HistorySignals) -> None:
     store.job_heartbeat_many = logged  # type: ignore[method-assign]
 
 
+def record_confirms(signals: HistorySignals) -> None:
+    """Tiered dispatch: log which stream entries, by (job, staged token), started an attempt;
+    one staged token starting two attempts would be a timer fired twice."""
+    store = app.store
+    original = store.job_claim_ids
+
+    def logged(params: JobClaimIdsParams) -> IdClaim:
+        claim = original(params)
+        claimed = {job.id for job in claim.jobs}
+        signals.write(
+            {
+                "event": "confirm",
+                "refs": [[r.id, r.lease_token] for r in params.refs],
+                "claimed": sorted({(r.id, r.lease_token) for r in params.refs if r.id in claimed}),
+            }
+        )
+        return claim
+
+    store.job_claim_ids = logged  # type: ignore[method-assign]
+
+
 def main() -> int:
     with open(os.environ["CHAOS_HISTORY"], "a", encoding="utf-8") as sink:
         signals = HistorySignals(sink)
         record_heartbeats(signals)
+        if app.config.dispatch == "tiered":
+            record_confirms(signals)
         options = chronoq.WorkerOptions(
             queues=["chaos", "ticks"], concurrency=8, rescue_interval=1.0, poll_interval=0.5
         )

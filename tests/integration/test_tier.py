@@ -18,12 +18,13 @@ import chronoq
 from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import StaticElector
 from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader
+from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
 from chronoq.dispatch.tiered.wiring import open_reader, partition_count
 from chronoq.errors import ConfigError
 from chronoq.observability.events import (
     Event,
     MoveRefused,
+    Observers,
     PartitionLeaderChanged,
     PartitionReconciled,
     Subscription,
@@ -297,3 +298,39 @@ def test_a_partition_count_other_than_the_stores_is_refused(
             chronoq.Worker(other, WorkerOptions(queues=["default"]))
     finally:
         other.close()
+
+
+def test_a_partition_given_up_while_its_jobs_are_read_is_not_staged(
+    app: App, redis_url: str
+) -> None:
+    """The stager reads PostgreSQL outside the lock; a partition the leader stopped leading
+    meanwhile (a rebalance, a lost lease) must not be staged under its old epoch."""
+    elector = StaticElector("leader", PARTITIONS)
+    timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
+    options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.0)
+    leader = TierLeader(app, elector, timers, options, Observers())
+    staged: list[int] = []
+    stage = timers.stage
+    read = app.store.job_stage_candidates
+
+    def recorded(partition: int, epoch: int, batch: Any) -> int:
+        staged.append(partition)
+        return stage(partition, epoch, batch)
+
+    def read_then_step_down(params: Any) -> Any:
+        rows = read(params)
+        elector.set_led([])
+        leader.run_once()  # the mover's next step: it leads nothing now
+        return rows
+
+    timers.stage = recorded  # type: ignore[method-assign]
+    try:
+        leader.run_once()
+        assert set(leader.partitions) == set(range(PARTITIONS))
+        app.enqueue("add", {"a": 1, "b": 2})
+        app.store.job_stage_candidates = read_then_step_down  # type: ignore[method-assign]
+        leader.stage_once()
+    finally:
+        timers.close()
+    assert not leader.partitions
+    assert staged == []

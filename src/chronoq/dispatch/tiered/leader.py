@@ -386,6 +386,11 @@ class TierLeader:
 
     def _stage_timers(self, part: _Partition, timers: list[Timer]) -> None:
         """Into Redis first, then into the wheel: a timer the wheel holds is in Redis."""
+        with self._lock:
+            # The rows were read outside the lock: the partition may have been given up, or
+            # its trust window may have ended, meanwhile. Its next leader stages them.
+            if not self._still_leads(part) or self._monotonic() >= part.trusted_until:
+                return
         try:
             self.timers.stage(part.number, part.epoch, timers)
         except StaleEpoch:

@@ -1,0 +1,352 @@
+"""Chaos over a tiered fleet: 3 schedulers leading partitions (elected in a 3-member etcd), 3
+workers reading Redis Streams, a private Redis without persistence, the private PostgreSQL.
+
+```
+ TierServices (one per session): EtcdCluster (tests.services.etcd) + PrivateRedis
+ TieredRun(Run): per run a key prefix of its own in etcd and Redis; schedulers are
+                 tests.chaos.scheduler_main (their fenced writes go to the history)
+   faults:  kill_partition_leader   SIGKILL a scheduler that leads a partition; a watcher
+                                     measures until every partition has a live leader again
+            stop_partition_leader   SIGSTOP one for twice the TTL, then SIGCONT
+            restart_redis           SIGKILL Redis and start it again, empty
+            lose_etcd_member        SIGKILL one member, restart it on its data dir
+            lose_etcd_quorum        SIGKILL two members for a few seconds, restart both
+```
+
+What the injector measured goes to the tier rules of tests.chaos.tiercheck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+import chronoq
+from chronoq.coordination import EtcdElector
+from chronoq.errors import ChronoqError
+from tests.chaos.checker import Findings, read_histories
+from tests.chaos.cluster import ClusterUnavailable, PrivateCluster
+from tests.chaos.runner import REPO, Outcome, Run, Scenario
+from tests.chaos.tiercheck import Failover, TierFaults, Window, check_tier
+from tests.helpers import wait_until
+from tests.services.etcd import EtcdCluster, etcd_binary
+from tests.services.redis import PrivateRedis
+
+PARTITIONS = 6
+TTL = 2.0  # leader_ttl: failover in about 2 s; too tight for production, fine on loopback
+FAILOVER_PATIENCE = 30.0
+# Seconds without quorum, drawn uniformly: long enough to outlast what a leader may still do
+# (tests.chaos.tiercheck: 2 election timeouts + ttl / 2, 3 s here).
+QUORUM_LOSS = (4.0, 6.0)
+ELECTION_TIMEOUT = 1.0  # tests.services.etcd starts members with --election-timeout 1000
+MEMBER_LOSS = (1.0, 3.0)
+
+
+class TierServices:
+    """The etcd cluster and the Redis server every tiered run of a session shares."""
+
+    def __init__(self) -> None:
+        binary, server = etcd_binary(), shutil.which("redis-server")
+        if binary is None or server is None:
+            raise ClusterUnavailable("tiered chaos needs /usr/bin/etcd and redis-server")
+        self.root = Path(tempfile.mkdtemp(prefix="chronoq-chaos-tier-"))
+        self.etcd = EtcdCluster(binary, self.root / "etcd")
+        (self.root / "redis").mkdir()
+        self.redis = PrivateRedis(server, self.root / "redis")
+
+    def create(self) -> None:
+        self.etcd.start()
+        self.redis.start()
+
+    def heal(self) -> None:
+        """Every member up and Redis answering: a run's faults never leak into the next."""
+        self.etcd.heal()
+        if self.redis.process is None or self.redis.process.poll() is not None:
+            self.redis.start()
+
+    def destroy(self) -> None:
+        self.redis.stop()
+        self.etcd.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class TieredRun(Run):
+    def __init__(
+        self,
+        cluster: PrivateCluster,
+        scenario: Scenario,
+        seed: int,
+        work: Path,
+        tier: TierServices,
+    ) -> None:
+        super().__init__(cluster, scenario, seed, work)
+        self.tier = tier
+        self.prefix = f"chaos-{self.database}"
+        self.measured = TierFaults(TTL, ELECTION_TIMEOUT)
+        self._watchers: list[threading.Thread] = []
+        self._observer = EtcdElector(
+            tier.etcd.endpoints, "chaos-observer", PARTITIONS, ttl=TTL, prefix=self.prefix
+        )
+
+    # -- the fleet --------------------------------------------------------------------------
+
+    def tier_env(self) -> dict[str, str]:
+        return {
+            "CHRONOQ_DISPATCH": "tiered",
+            "CHRONOQ_REDIS_URL": self.tier.redis.url,
+            "CHRONOQ_ETCD_ENDPOINTS": ",".join(self.tier.etcd.endpoints),
+            "CHRONOQ_REDIS_PREFIX": self.prefix,
+            "CHRONOQ_PARTITIONS": str(PARTITIONS),
+            "CHRONOQ_LEADER_TTL": str(TTL),
+        }
+
+    def open_app(self) -> chronoq.App:
+        return chronoq.App(
+            self.dsn,
+            dispatch="tiered",
+            redis_url=self.tier.redis.url,
+            etcd_endpoints=",".join(self.tier.etcd.endpoints),
+            redis_prefix=self.prefix,
+            partitions=PARTITIONS,
+            leader_ttl=TTL,
+        )
+
+    def _env(self, index: int) -> dict[str, str]:
+        return {**super()._env(index), **self.tier_env()}
+
+    def start_scheduler(self, index: int) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "CHRONOQ_DSN": self.dsn,
+            "CHAOS_HISTORY": str(self.work / f"history-{self.database}.jsonl"),
+            "PYTHONPATH": str(REPO),
+            **self.tier_env(),
+        }
+        argv = [sys.executable, "-m", "tests.chaos.scheduler_main"]
+        return self._spawn(argv, env, f"scheduler-{index}")
+
+    def execute(self) -> Outcome:
+        self.tier.heal()
+        try:
+            return super().execute()
+        finally:
+            self._observer.close()
+            self.tier.heal()
+            self.tier.etcd.delete_prefix(self.prefix + "/")
+
+    def ready(self) -> None:
+        """Every partition led, by every scheduler: faults start on a settled fleet."""
+        wait_until(self._settled, timeout=60, what="every partition led by every scheduler")
+
+    def _settled(self) -> bool:
+        leaders = self._leaders()
+        pids = {process.pid for process in self.schedulers}
+        holders = set(leaders.values()) if leaders else set()
+        return (
+            leaders is not None
+            and len(leaders) == PARTITIONS
+            and {_pid(h) for h in holders} == pids
+        )
+
+    def _leaders(self) -> dict[int, str] | None:
+        """partition -> holder, from etcd; None when etcd does not answer."""
+        try:
+            return {lead.partition: lead.holder for lead in self._observer.leaders()}
+        except ChronoqError:
+            return None
+
+    def wind_down(self) -> None:
+        """Jobs reach workers only through partition leaders, so the schedulers keep running
+        while the last jobs settle; pausing the tick schedule lets the jobs run out."""
+        with self.open_app() as app:
+            app.store.schedule_pause("tick", True)
+        with psycopg.connect(self.dsn) as conn:
+            rows = conn.execute(
+                "SELECT id FROM chronoq_jobs WHERE schedule = 'tick' AND status = 'cancelled'"
+            ).fetchall()
+        self.paused_ticks = frozenset(row[0] for row in rows)  # nothing else cancels here
+        self._revive()
+
+    def _revive(self) -> None:
+        """Start again a scheduler that exited on its own (one started while PostgreSQL was
+        restarting, or etcd had no quorum, says so and exits), as a supervisor would."""
+        for index, process in enumerate(self.schedulers):
+            if process.poll() is not None:
+                self._replace_scheduler(index)
+
+    def join_watchers(self) -> None:
+        for watcher in self._watchers:
+            watcher.join()
+
+    def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
+        findings = super().check(histories, enqueued)
+        findings.tier = check_tier(read_histories(histories), self.measured)
+        return findings
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def _leader_process(self) -> tuple[int, subprocess.Popen[bytes]] | None:
+        """A running scheduler that leads a partition now, drawn at random."""
+        leaders = self._leaders() or {}
+        pids = sorted({_pid(holder) for holder in leaders.values()})
+        running = {p.pid: (i, p) for i, p in enumerate(self.schedulers) if p.poll() is None}
+        candidates = [pid for pid in pids if pid in running]
+        if not candidates:
+            return None
+        return running[self.rng.choice(candidates)]
+
+    def kill_partition_leader(self) -> None:
+        chosen = self._leader_process()
+        if chosen is None:
+            return
+        index, process = chosen
+        process.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        process.wait()
+        self.record("kill_partition_leader", process.pid)
+        self.measured.leader_faults.append(killed_at)
+        self._watch(lambda: self._measure_failover(process.pid, killed_at))
+        self.later(1.0, lambda: self._replace_scheduler(index))
+
+    def _measure_failover(self, victim: int, killed_at: float) -> None:
+        def led_again() -> bool:
+            leaders = self._leaders()
+            return (
+                leaders is not None
+                and len(leaders) == PARTITIONS
+                and all(_pid(holder) != victim for holder in leaders.values())
+            )
+
+        try:
+            wait_until(led_again, timeout=FAILOVER_PATIENCE, what="every partition led again")
+        except AssertionError:
+            self.measured.failovers.append(Failover(killed_at, None))
+            return
+        self.measured.failovers.append(Failover(killed_at, time.time() - killed_at))
+
+    def stop_partition_leader(self) -> None:
+        """SIGSTOP past the TTL: a successor takes its partitions; resumed, every write it
+        still attempts for them must be refused by the epoch."""
+        chosen = self._leader_process()
+        if chosen is None:
+            return
+        _, process = chosen
+        process.send_signal(signal.SIGSTOP)
+        self.measured.leader_faults.append(time.time())
+        self.record("stop_partition_leader", process.pid)
+
+        def resume() -> None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                self.measured.resumed.append((process.pid, time.time()))
+
+        self.later(2 * TTL + 0.5, resume)
+
+    def restart_redis(self) -> None:
+        self.tier.redis.restart()
+        self.measured.redis_restarts.append(time.time())
+        self.record("restart_redis")
+
+    def lose_etcd_member(self) -> None:
+        member = self.rng.randrange(len(self.tier.etcd.members))
+        start = time.time()
+        self.tier.etcd.kill(member)
+        self.record("lose_etcd_member", member)
+        threading.Event().wait(self.rng.uniform(*MEMBER_LOSS))  # the fault's duration
+        self.tier.etcd.restart(member)
+        self.measured.member_losses.append(Window(start, time.time()))
+
+    def lose_etcd_quorum(self) -> None:
+        members = self.rng.sample(range(len(self.tier.etcd.members)), 2)
+        for member in members:
+            self.tier.etcd.kill(member)
+        start = time.time()
+        self.record("lose_etcd_quorum")
+        threading.Event().wait(self.rng.uniform(*QUORUM_LOSS))  # the fault's duration
+        self.measured.quorum_losses.append(Window(start, time.time()))
+        for member in members:
+            self.tier.etcd.restart(member, wait_healthy=False)
+        self.tier.etcd.wait_healthy(members)
+
+    def _watch(self, measure: Callable[[], None]) -> None:
+        watcher = threading.Thread(target=measure, daemon=True)
+        self._watchers.append(watcher)
+        watcher.start()
+
+
+def _pid(holder: str) -> int:
+    """The process id in a scheduler's holder name (host:pid:random)."""
+    with contextlib.suppress(IndexError, ValueError):
+        return int(holder.split(":")[1])
+    return -1
+
+
+TIER_SCENARIOS = {
+    "partition-leader-sigkill": Scenario(
+        "partition-leader-sigkill",
+        ("kill_partition_leader",),
+        schedulers=3,
+        # Kills further apart than a failover's span (2 TTLs before, the bound after): most are
+        # measured alone, against the bound.
+        fault_every=(4.5, 6.5),
+        tiered=True,
+    ),
+    "partition-leader-sigstop": Scenario(
+        "partition-leader-sigstop",
+        ("stop_partition_leader",),
+        schedulers=3,
+        fault_every=(2.0, 4.0),
+        tiered=True,
+    ),
+    "redis-restart-empty": Scenario(
+        "redis-restart-empty", ("restart_redis",), schedulers=3, fault_every=(2.0, 4.0), tiered=True
+    ),
+    "etcd-member-loss": Scenario(
+        "etcd-member-loss",
+        ("lose_etcd_member",),
+        schedulers=3,
+        fault_every=(1.0, 2.0),
+        finale="lose_etcd_quorum",
+        tiered=True,
+    ),
+    "tiered-everything": Scenario(
+        "tiered-everything",
+        (
+            "kill_partition_leader",
+            "stop_partition_leader",
+            "restart_redis",
+            "lose_etcd_member",
+            "lose_etcd_quorum",
+            "kill_worker",
+            "restart_fast",
+        ),
+        schedulers=3,
+        fault_every=(1.5, 3.0),
+        tiered=True,
+    ),
+}
+
+
+def open_run(
+    cluster: PrivateCluster,
+    scenario: Scenario,
+    seed: int,
+    work: Path,
+    tier: TierServices | None,
+) -> Run:
+    """The run of `scenario`: over a tiered fleet when it says so (then `tier` is required)."""
+    if not scenario.tiered:
+        return Run(cluster, scenario, seed, work)
+    assert tier is not None, f"{scenario.name} runs over a tiered fleet: pass TierServices"
+    return TieredRun(cluster, scenario, seed, work, tier)
