@@ -42,7 +42,7 @@ import psycopg
 import redis
 from psycopg import sql
 
-from bench import cpu, services
+from bench import cpu, services, timing_wheel
 from bench.harness import ROOT, BenchError, Settings, latency_stats
 from bench.stats import summary
 from bench.systems.sql import Q
@@ -694,8 +694,17 @@ def _kill_once(app: Any, watch: psycopg.Connection[Any], leaders: Leaders) -> Fa
 # -- the figure ----------------------------------------------------------------------------
 
 
+def figure_wheel(settings: Settings) -> dict[str, Any]:
+    """The leader's in-memory timing wheel against heapq (bench/timing_wheel.py): no server."""
+    cases = timing_wheel.cases_for(settings.smoke)
+    return timing_wheel.run(
+        timing_wheel.Settings(cases, settings.repeats, settings.smoke, settings.log)
+    )
+
+
 def figure_tiered(settings: Settings) -> dict[str, Any]:
     started = time.monotonic()
+    wheel = figure_wheel(settings)
     try:
         with stack() as servers:
             drain = figure_drain(settings, servers)
@@ -706,7 +715,8 @@ def figure_tiered(settings: Settings) -> dict[str, Any]:
             result["failover"] = figure_failover(settings, servers)
     except services.ServiceMissing as exc:
         settings.log(f"tiered: not measured, {exc}")
-        return {"skipped": str(exc)}
+        return {"skipped": str(exc), "wheel": wheel}
+    result["wheel"] = wheel
     result["seconds"] = round(time.monotonic() - started, 1)
     result["statements_source"] = "pg_stat_statements"
     return result

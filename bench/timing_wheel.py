@@ -427,7 +427,14 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if results["smoke"]:
         lines += ["**Smoke run**: a few thousand timers at most, figures are not meaningful.", ""]
-    lines += [
+    lines += [*table_lines(results), *_target_lines(results), ""]
+    return "\n".join(lines)
+
+
+def table_lines(results: dict[str, Any]) -> list[str]:
+    """The figures of a run, and heapq ÷ wheel per case and phase (also in RESULTS.md, figure
+    8)."""
+    lines = [
         "| case | structure | insert µs | cancel µs | expire µs | wakes | timers per wake "
         "| max lateness ms | B/timer added | B/timer after cancels |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -438,8 +445,7 @@ def markdown(results: dict[str, Any]) -> str:
         cells += [f"{r['wakes']:,}", f"{r['timers_per_wake']:g}", f"{r['max_lateness_ms']:.3f}"]
         cells += [f"{r['bytes_per_timer'][k]:.0f}" for k in ("added", "after_cancel")]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *_ratio_lines(results["rows"]), "", *_target_lines(results), ""]
-    return "\n".join(lines)
+    return [*lines, "", *_ratio_lines(results["rows"]), ""]
 
 
 def _ratio_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -502,12 +508,16 @@ def settings_from(argv: Sequence[str]) -> tuple[Settings, Path | None]:
     repeats = args.repeats or (1 if args.smoke else 3)
     if repeats < 1:
         parser.error("--repeats must be at least 1")
-    cases = tuple(
-        Case(max(100, c.timers // SMOKE_SHARE), c.horizon, c.span) if args.smoke else c
+    out = args.out or (None if args.smoke else Path(__file__).parent)
+    return Settings(cases_for(args.smoke), repeats, args.smoke, _timestamped), out
+
+
+def cases_for(smoke: bool) -> tuple[Case, ...]:
+    """The full cases, or each at a share of its timers for a smoke run."""
+    return tuple(
+        Case(max(100, c.timers // SMOKE_SHARE), c.horizon, c.span) if smoke else c
         for c in FULL_CASES
     )
-    out = args.out or (None if args.smoke else Path(__file__).parent)
-    return Settings(cases, repeats, args.smoke, _timestamped), out
 
 
 def _timestamped(line: str) -> None:

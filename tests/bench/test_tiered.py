@@ -12,6 +12,8 @@ from bench.report import markdown
 from bench.report_tiered import drain_verdicts, section
 from bench.tiered import move_rate, steady_rate
 
+from bench import timing_wheel
+
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 
@@ -128,6 +130,20 @@ def test_the_section_says_which_mode_wins_each_lateness_case() -> None:
 def test_a_skipped_figure_says_why() -> None:
     lines = section({"skipped": "etcd is not installed"}, None)
     assert "Not measured: etcd is not installed." in lines
+
+
+def test_the_timing_wheel_against_heapq_is_part_of_the_figure_even_without_servers() -> None:
+    wheel = timing_wheel.run(
+        timing_wheel.Settings(
+            (timing_wheel.Case(200, 60.0, "over 60 s"),), 1, True, log=lambda _: None
+        )
+    )
+    for figure in (result() | {"wheel": wheel}, {"skipped": "etcd is missing", "wheel": wheel}):
+        text = "\n".join(section(figure, None))
+        assert "**The timing wheel against heapq.**" in text
+        assert "| 200 over 60 s | wheel |" in text
+        assert "| 200 over 60 s | heapq |" in text
+        assert "heapq ÷ wheel" in text
 
 
 def test_figure_8_merges_and_renders_like_the_others() -> None:
