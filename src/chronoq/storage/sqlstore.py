@@ -37,6 +37,9 @@ from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
     DeadRequeueResult,
+    JobHandOffParams,
+    JobHeartbeatResult,
+    JobLeaseRef,
     JobListParams,
     JobPruneParams,
     JobRescueParams,
@@ -52,6 +55,7 @@ from chronoq.storage.base import (
     ScheduleDue,
 )
 from chronoq.storage.rows import (
+    heartbeat_result,
     leader_term,
     process_args,
     process_record,
@@ -126,6 +130,18 @@ class SqlStore(ABC):
     @abstractmethod
     def _run_script(self, db: Connection, script: LiteralString) -> None: ...
 
+    # -- dialect hooks: fenced writes -------------------------------------------------------
+
+    @abstractmethod
+    def _fenced_rows(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> list[Any]:
+        """Run `query` over the attempts `refs` name; the rows it returns (one per attempt
+        whose token still held), the refused ones counted as fence rejections."""
+
+    @staticmethod
+    @abstractmethod
+    def _refs_args(refs: Sequence[JobLeaseRef]) -> dict[str, Any]:
+        """The arguments naming `refs` (ids and lease tokens) in the dialect's statements."""
+
     @abstractmethod
     def _lock_migrations(self, db: Connection) -> None:
         """Serialise concurrent migrations (a no-op where the transaction does already)."""
@@ -191,6 +207,26 @@ class SqlStore(ABC):
         }
         with self._read() as db:
             return [self._job(row) for row in db.execute(self.Q["job_list"], args)]
+
+    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs))
+
+    def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        if not refs:
+            return set()
+        with self._read() as db:
+            rows = db.execute(self.Q["job_cancelled_among"], self._refs_args(refs)).fetchall()
+        return {row["id"] for row in rows}
+
+    def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
+        return self._fenced_refs("job_release_many", refs)
+
+    def job_hand_off_many(self, params: JobHandOffParams) -> set[int]:
+        delay = self._seconds_arg(max(0.0, params.delay))
+        return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
+
+    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
+        return {row["id"] for row in self._fenced_rows(query, refs, **extra)}
 
     def job_cancel(self, job_id: int) -> Job | None:
         """Cancel a pending or running job; return the job as it now is (None: no such id)."""

@@ -28,8 +28,6 @@ from chronoq.storage.base import (
     JobClaimIdsParams,
     JobClaimParams,
     JobFinishParams,
-    JobHandOffParams,
-    JobHeartbeatResult,
     JobInsertParams,
     JobInsertResult,
     JobLeaseRef,
@@ -44,7 +42,6 @@ from chronoq.storage.dsn import sqlite_path
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.rows import (
     datetime_to_micros,
-    heartbeat_result,
     job_from_row,
     leader_term,
     micros_to_datetime,
@@ -321,26 +318,6 @@ class SqliteStore(SqlStore):
     def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
         args = {"id": ref.id, "token": ref.lease_token, "now": now_micros()}
         return conn.execute(Q["job_complete_in"], args).fetchone() is not None
-
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
-        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs))
-
-    def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
-        if not refs:
-            return set()
-        with self._read() as db:
-            rows = db.execute(Q["job_cancelled_among"], self._refs_args(refs)).fetchall()
-        return {row["id"] for row in rows}
-
-    def job_release_many(self, refs: Sequence[JobLeaseRef]) -> set[int]:
-        return self._fenced_refs("job_release_many", refs)
-
-    def job_hand_off_many(self, params: JobHandOffParams) -> set[int]:
-        delay = self._seconds_arg(max(0.0, params.delay))
-        return self._fenced_refs("job_hand_off_many", params.refs, delay=delay)
-
-    def _fenced_refs(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> set[int]:
-        return {row["id"] for row in self._fenced_rows(query, refs, **extra)}
 
     def _fenced_rows(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> list[Any]:
         if not refs:
