@@ -17,7 +17,7 @@ import chronoq
 from chronoq.core.jobs import Job, JobStatus, Outcome
 from chronoq.storage.base import JobRescueParams
 from tests.helpers import RecordingSignals, running_worker, wait_until
-from tests.services.tier import leading, tiered_app
+from tests.services.tier import app_by_dispatch
 
 # Heartbeats every 0.1 s: a cancel reaches the worker within a few of them.
 LEASE = 0.3
@@ -30,17 +30,7 @@ LOST_OR_RESCUED = ("the lease was lost", "rescued and claimed again", "is stale"
 def app(request: pytest.FixtureRequest) -> Iterator[chronoq.App]:
     """Each store with db dispatch, and PostgreSQL with tiered dispatch (the heartbeat and the
     reporter are the same whatever the source of the jobs)."""
-    if request.param != "tiered":
-        dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "pg_dsn")
-        with chronoq.App(dsn) as application:
-            yield application
-        return
-    redis_url = request.getfixturevalue("redis_url")
-    application = tiered_app(
-        request.getfixturevalue("pg_dsn"), redis_url, request.getfixturevalue("redis_prefix")
-    )
-    with application, leading(application, redis_url):
-        yield application
+    yield from app_by_dispatch(request)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import chronoq.testing
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobRescueParams
 from tests.helpers import running_worker, wait_until
-from tests.services.tier import leading, tiered_app
+from tests.services.tier import app_by_dispatch
 
 FAST = chronoq.Backoff(base=0.01, cap=0.02)
 
@@ -32,17 +32,7 @@ def burst(app: chronoq.App, **options: Any) -> chronoq.WorkerStats:
 def app(request: pytest.FixtureRequest) -> Any:
     """Each store with db dispatch, and PostgreSQL with tiered dispatch (a partition leader
     moves the jobs onto Redis Streams, the worker reads them)."""
-    if request.param != "tiered":
-        dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "pg_dsn")
-        with chronoq.App(dsn) as application:
-            yield application
-        return
-    redis_url = request.getfixturevalue("redis_url")
-    application = tiered_app(
-        request.getfixturevalue("pg_dsn"), redis_url, request.getfixturevalue("redis_prefix")
-    )
-    with application, leading(application, redis_url):
-        yield application
+    yield from app_by_dispatch(request)
 
 
 def no_burst_when_tiered(app: chronoq.App) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from chronoq import App
 from chronoq.coordination import PartitionElector, StaticElector
@@ -66,3 +67,19 @@ def leading(
         assert not thread.is_alive(), "tier leader did not stop"
         if failures:
             raise failures[0]
+
+
+def app_by_dispatch(request: Any) -> Iterator[App]:
+    """The body of an `app` fixture parametrised over "sqlite", "postgres" (db dispatch) and
+    "tiered" (PostgreSQL, a partition leader moving the jobs onto Redis Streams)."""
+    if request.param != "tiered":
+        dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "pg_dsn")
+        with App(dsn) as application:
+            yield application
+        return
+    redis_url = request.getfixturevalue("redis_url")
+    application = tiered_app(
+        request.getfixturevalue("pg_dsn"), redis_url, request.getfixturevalue("redis_prefix")
+    )
+    with application, leading(application, redis_url):
+        yield application
