@@ -146,6 +146,28 @@ def test_a_stale_token_is_rejected_and_changes_nothing(store: Store) -> None:
     assert get(store, first.id) == dataclasses.replace(before, fence_rejections=1)
 
 
+def test_a_batch_of_successes_is_fenced_like_any_other(store: Store) -> None:
+    """Every result done and without an error: the store's shorter path for the common batch
+    refuses exactly what the general one does, and leaves a job cancelled while it ran alone."""
+    insert(store, params(), params(), params())
+    stale, fresh, cancelled = claim(store, limit=3)
+    before = get(store, stale.id)
+    store.job_cancel(cancelled.id)
+    cancelled_before = get(store, cancelled.id)
+    batch = [
+        JobFinishParams(stale.id, stale.lease_token - 1, Outcome.DONE),
+        JobFinishParams(stale.id, stale.lease_token + 1, Outcome.DONE),
+        JobFinishParams(fresh.id, fresh.lease_token, Outcome.DONE),
+        JobFinishParams(cancelled.id, cancelled.lease_token, Outcome.DONE),
+        JobFinishParams(999_999, 1, Outcome.DONE),
+    ]
+    assert store.job_finish_many(batch) == {fresh.id}
+    assert get(store, stale.id) == dataclasses.replace(before, fence_rejections=1)
+    assert get(store, fresh.id).status == JobStatus.DONE
+    assert get(store, cancelled.id).status == JobStatus.CANCELLED
+    assert get(store, cancelled.id).finished_at == cancelled_before.finished_at
+
+
 @pytest.mark.parametrize("outcome", [Outcome.DONE, Outcome.RETRY, Outcome.DEAD])
 def test_a_job_no_longer_running_cannot_be_finished_again(store: Store, outcome: Outcome) -> None:
     [job_id] = insert(store)

@@ -57,8 +57,9 @@ class Completer:
         # Results of timed-out sync attempts, reported last (see STUCK_RETRY_FLOOR).
         self._held_back: list[Result] = []
 
-    async def put(self, job: Job, params: JobFinishParams) -> None:
-        await self.results.put(Result(job, params))
+    def put(self, job: Job, params: JobFinishParams) -> None:
+        """Queue a result for the next batch (the queue is unbounded: this never waits)."""
+        self.results.put_nowait(Result(job, params))
 
     def hold_back(self, job: Job, params: JobFinishParams) -> None:
         """Report this attempt only at shutdown, just before the process exits."""
@@ -91,7 +92,7 @@ class Completer:
         await self._drain(timeout)
         if self._held_back:
             for result in self._held_back:
-                await self.results.put(result)
+                self.results.put_nowait(result)
             self._held_back.clear()
             await self._drain(timeout)
 

@@ -82,15 +82,14 @@ class Executor:
 
     async def _call_async(self, attempt: Attempt, task: Task[Any, Any]) -> None:
         args = (attempt.ctx,) if task.takes_context else ()
-        deadline = asyncio.timeout(task.timeout)
         attempt.on_loop = True
         try:
-            async with deadline:
+            if task.timeout is None:
+                # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
+                # manager and a task look-up per job for nothing.
                 await task.fn(*args, **attempt.job.payload)
-        except TimeoutError:
-            if deadline.expired():
-                raise timed_out(task) from None
-            raise
+            else:
+                await self._call_async_within(attempt, task, args, task.timeout)
         except asyncio.CancelledError:
             if _cancel_was_the_jobs(attempt):
                 raise cancelled_error(attempt) from None
@@ -98,6 +97,19 @@ class Executor:
         finally:
             attempt.on_loop = False
         _cancel_was_the_jobs(attempt)  # the handler swallowed the cancellation
+
+    @staticmethod
+    async def _call_async_within(
+        attempt: Attempt, task: Task[Any, Any], args: tuple[Any, ...], timeout: float
+    ) -> None:
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                await task.fn(*args, **attempt.job.payload)
+        except TimeoutError:
+            if deadline.expired():
+                raise timed_out(task) from None
+            raise
 
     async def _call_in_thread(self, attempt: Attempt, task: Task[Any, Any]) -> None:
         args = (attempt.ctx,) if task.takes_context else ()
@@ -132,8 +144,10 @@ def _cancel_was_the_jobs(attempt: Attempt) -> bool:
     """Was the task's cancellation the one the lease keeper asked for because the job was
     cancelled, and the only one? Then it is taken back, and the attempt ends cancelled; a
     shutdown's cancellation goes on."""
+    if not attempt.ctx.cancelled:
+        return False
     current = asyncio.current_task()
-    if not attempt.ctx.cancelled or current is None or not current.cancelling():
+    if current is None or not current.cancelling():
         return False
     return current.uncancel() == 0
 

@@ -501,7 +501,7 @@ class Worker:
             self._rt.completer.completed_in_transaction(job)
         else:
             attempt.reporting = True
-            await self._rt.completer.put(job, params)
+            self._rt.completer.put(job, params)
 
     def _handler_returned(self, attempt: Attempt) -> None:
         self.holdings.running -= 1

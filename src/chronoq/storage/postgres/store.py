@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import MAX_ID, Claim, Job, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -294,6 +294,8 @@ class PostgresStore(SqlStore):
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()
+        if all(p.outcome == Outcome.DONE and p.error is None for p in params):
+            return self._complete_many(params)
         args = {
             "ids": [p.id for p in params],
             "tokens": [p.lease_token for p in params],
@@ -306,6 +308,13 @@ class PostgresStore(SqlStore):
         }
         with self._conn() as conn:
             accepted = {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
+            _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
+        return accepted
+
+    def _complete_many(self, params: Sequence[JobFinishParams]) -> set[int]:
+        args = {"ids": [p.id for p in params], "tokens": [p.lease_token for p in params]}
+        with self._conn() as conn:
+            accepted = {row["id"] for row in conn.execute(Q["job_complete_many"], args)}
             _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
         return accepted
 
