@@ -86,7 +86,7 @@ class Executor:
         attempt.on_loop = True
         try:
             async with deadline:
-                await task.fn(*args, **attempt.job.payload)
+                await task.app.call_handler_async(task.fn, *args, **attempt.job.payload)
         except TimeoutError:
             if deadline.expired():
                 raise timed_out(task) from None
@@ -103,7 +103,9 @@ class Executor:
         args = (attempt.ctx,) if task.takes_context else ()
         # The thread runs in this task's context: what the handler logs carries the job.
         context = contextvars.copy_context()
-        call = functools.partial(context.run, task.fn, *args, **attempt.job.payload)
+        call = functools.partial(
+            context.run, task.app.call_handler, task.fn, *args, **attempt.job.payload
+        )
         attempt.in_thread = True
         future = asyncio.get_running_loop().run_in_executor(self.pool, call)
         done, _ = await asyncio.wait({future}, timeout=task.timeout)
