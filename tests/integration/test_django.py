@@ -55,6 +55,7 @@ def project() -> Iterator[dict[str, str]]:
         "CHRONOQ_DJANGO_TEST_DB": _with_database(admin, name),
         "DJANGO_SETTINGS_MODULE": "project.settings",
     }
+    saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     sys.path.insert(0, str(PROJECT))
     import django
@@ -73,6 +74,11 @@ def project() -> Iterator[dict[str, str]]:
         get_app().close()
         connections.close_all()
         sys.path.remove(str(PROJECT))
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(
                 psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
@@ -311,3 +317,35 @@ def test_the_dsn_of_a_django_database_quotes_and_keeps_what_libpq_reads() -> Non
         "postgresql://app:p%40ss%2Fword@:5433/shop"
         "?application_name=chronoq&host=%2Fvar%2Frun%2Fpostgresql&sslmode=require"
     )
+
+
+def test_with_a_dsn_of_its_own_enqueue_commits_on_chronoqs_connections(
+    project: dict[str, str], tmp_path: Path
+) -> None:
+    """Documented: with settings.CHRONOQ["DSN"], chronoq's tables are elsewhere, so enqueue
+    cannot join Django's transaction; the job is stored whatever the block does."""
+    from django.test import override_settings
+
+    from chronoq.contrib.django.djangoapp import DjangoApp
+    from chronoq.contrib.django.settings import read_settings
+
+    dsn = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with override_settings(CHRONOQ={"DSN": dsn}):
+        own = DjangoApp(read_settings())
+    with own:
+        own.task(name="elsewhere")(lambda: None)
+        with rolled_back():
+            kept = own.enqueue("elsewhere")
+        assert own.config.dsn == dsn
+        assert _job_ids(own) == {kept.id}
+
+
+def test_call_command_runs_a_chronoq_command(app: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from django.core.management import CommandError, call_command
+    from notes.tasks import note
+
+    note.defer(text="called")
+    call_command("chronoq", "jobs", "list", "--json")
+    assert '"task": "note"' in capsys.readouterr().out
+    with pytest.raises(CommandError, match="exited with code 1"):
+        call_command("chronoq", "jobs", "show", "999999")
