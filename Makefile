@@ -7,7 +7,7 @@ BENCH_VENV := .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: install bench-env bench bench-smoke chaos demo test lint typecheck format clean
+.PHONY: install bench-env bench bench-smoke chaos demo docs test lint typecheck format clean
 
 # One venv, filled in two steps: `make demo` needs chronoq and its runtime dependencies only
 # (CORE_STAMP); `make test` and the tool targets add the dev extra on top (STAMP). A second venv
@@ -43,7 +43,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: $(STAMP) lint typecheck
+# The documentation site, into site/ (gitignored); --strict makes every warning (a broken link
+# or anchor, an API reference that does not resolve) an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+test: $(STAMP) lint typecheck docs
 	$(BIN)/pytest
 	$(MAKE) bench-smoke
 
@@ -65,4 +70,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) build dist site src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

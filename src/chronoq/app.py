@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import (
     TYPE_CHECKING,
     Any,
+    ClassVar,
     Concatenate,
     Generic,
     ParamSpec,
@@ -432,6 +433,7 @@ class App:
         return lambda spec: prepare(spec, tasks, defaults, JobInsertParams)
 
     def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
+        """Insert jobs given without a connection, as one stream (COPY on PostgreSQL)."""
         if not self.observers.wants(JobsEnqueued):
             return _enqueued(self.store.job_insert_stream(count, params))
         sent: list[JobInsertParams] = []
@@ -439,7 +441,15 @@ class App:
         return self._count_enqueued(sent, results)
 
     def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:
+        if conn is None:
+            return self._insert_joined(params)
         return self._count_enqueued(params, self.store.job_insert_many(params, conn=conn))
+
+    def _insert_joined(self, params: list[JobInsertParams]) -> list[Enqueued]:
+        """Insert jobs given without a connection: on the store's own, in a transaction of
+        their own. A framework's App overrides this to join the transaction its code is in
+        (`chronoq.contrib.django`)."""
+        return self._count_enqueued(params, self.store.job_insert_many(params))
 
     async def _insert_async(self, conn: Any, params: list[JobInsertParams]) -> list[Enqueued]:
         insert: Callable[..., Awaitable[list[JobInsertResult]]] | None = getattr(
@@ -664,6 +674,24 @@ class App:
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(job_id)
+
+    # -- how a worker calls handlers --------------------------------------------------------
+
+    # Does this app override call_handler(_async)? A plain app's async handlers are then awaited
+    # directly, without the extra coroutine per job.
+    wraps_handlers: ClassVar[bool] = False
+
+    def call_handler(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call a sync handler, in the worker's handler thread. A framework's App overrides it
+        to set up and clean up around each job (`chronoq.contrib.django` closes the thread's
+        stale database connections)."""
+        return fn(*args, **kwargs)
+
+    async def call_handler_async(
+        self, fn: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        """Await an async handler, on the worker's event loop (see `call_handler`)."""
+        return await fn(*args, **kwargs)
 
 
 def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:

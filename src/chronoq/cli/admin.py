@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from chronoq.cli.apps import open_app
+from chronoq.cli.apps import command_config, open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
 from chronoq.cli.output import dead_table, job_detail, jobs_table, stats_table
 from chronoq.cli.parser import UsageError
-from chronoq.config import Config
 from chronoq.core.jobs import Job, JobStatus, stats_json
 from chronoq.errors import JobNotFound
 from chronoq.storage import open_store
@@ -24,7 +23,7 @@ from chronoq.storage.dsn import redact
 
 def migrate(run: Invocation) -> int:
     # Open without SQLite's migrate-on-open, so this command reports what it applied.
-    config = Config.load(dsn=run.dsn)
+    config = command_config(run.dsn)
     store = open_store(config, migrate_sqlite=False)
     partitions: int | None = None
     try:

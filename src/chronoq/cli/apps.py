@@ -20,9 +20,10 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -45,6 +46,49 @@ class AppImportFailed(ConfigError):
 _EXISTING_STORE_ONLY: ContextVar[bool] = ContextVar("existing_store_only", default=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A program that runs the `chronoq` commands as its own: `manage.py chronoq` runs them
+    with the App of the Django project (`chronoq.contrib.django`), so `--app` is not needed.
+
+    `prog` names the command in help and usage lines; `app` gives the App a command uses when
+    `--app` is not given; `command` starts this same program in a new process (the children of
+    `worker --processes`), its arguments following; `defaults` fill in options left unset.
+    """
+
+    prog: str
+    app: Callable[[], App]
+    command: tuple[str, ...]
+    defaults: Mapping[str, object] = field(default_factory=dict)
+
+
+_HOST: ContextVar[Host | None] = ContextVar("host", default=None)
+
+
+@contextmanager
+def hosted(host: Host | None) -> Iterator[None]:
+    """Within this block, commands take their App from `host` (None: the `chronoq` script)."""
+    token = _HOST.set(host)
+    try:
+        yield
+    finally:
+        _HOST.reset(token)
+
+
+def current_host() -> Host | None:
+    return _HOST.get()
+
+
+def command_config(dsn: str | None) -> Config:
+    """The configuration a command that opens no App works with (`migrate`): the host App's,
+    else the environment's; `--dsn` wins over both."""
+    host = _HOST.get()
+    if host is None:
+        return Config.load(dsn=dsn)
+    app = host.app()
+    return app.config if not dsn else app.config.with_dsn(dsn)
+
+
 @contextmanager
 def existing_store_required() -> Iterator[None]:
     """Within this block, `open_app` opens only a store that is already there."""
@@ -57,13 +101,19 @@ def existing_store_required() -> Iterator[None]:
 
 def open_app(dsn: str | None, app_spec: str | None = None) -> App:
     """The App named by `app_spec`, or an App without tasks on the configured database."""
+    host = _HOST.get()
+    if app_spec is None and host is not None:
+        return _with_dsn(host.app(), dsn)
     if app_spec is None:
         config = Config.load(dsn=dsn)
         if _EXISTING_STORE_ONLY.get():
             require_existing_store(config.dsn)
         # No handlers here: a job's queue and settings come from the workers that run it.
         return App(config=config, fleet_tasks=True)
-    app = load_app(app_spec)
+    return _with_dsn(load_app(app_spec), dsn)
+
+
+def _with_dsn(app: App, dsn: str | None) -> App:
     if dsn:
         app.close()  # a store opened at import time still points at the module's database
         app.config = app.config.with_dsn(dsn)

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from chronoq import __version__
 from chronoq.cli import admin, processes, schedules, tier
-from chronoq.cli.apps import AppImportFailed, existing_store_required
+from chronoq.cli.apps import AppImportFailed, Host, existing_store_required, hosted
 from chronoq.cli.demo import demo
 from chronoq.cli.invocation import (
     EXIT_FAILURE,
@@ -122,15 +122,18 @@ def main(
     *,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    host: Host | None = None,
 ) -> int:
-    """Run one command; returns its exit code (the console script exits with it)."""
+    """Run one command; returns its exit code (the console script exits with it). A `host`
+    program (`manage.py chronoq`) runs the same commands with an App of its own."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     out = Output.on(stdout or sys.stdout, stderr or sys.stderr)
     try:
-        args = _parse(arguments, out)
+        args = _parse(arguments, out, host)
         if args is None:
             return 0  # --help or --version was printed
         with contextlib.ExitStack() as scope:
+            scope.enter_context(hosted(host))
             if args.command_path in NEEDS_EXISTING_STORE:
                 scope.enter_context(existing_store_required())
             if args.command not in ("worker", "scheduler", "serve"):
@@ -149,9 +152,12 @@ def main(
         return EXIT_INTERRUPTED
 
 
-def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
+def _parse(arguments: list[str], out: Output, host: Host | None) -> argparse.Namespace | None:
     _refuse_undecodable(arguments)
-    parser = build_parser(HANDLERS, __version__)
+    if host is None:
+        parser = build_parser(HANDLERS, __version__)
+    else:
+        parser = build_parser(HANDLERS, __version__, prog=host.prog, app_required=False)
     try:
         # argparse prints --help and --version to sys.stdout; send them where we were told.
         with contextlib.redirect_stdout(out.stdout):
@@ -162,6 +168,9 @@ def _parse(arguments: list[str], out: Output) -> argparse.Namespace | None:
         return None
     if getattr(args, "handler", None) is None:
         raise missing_command(getattr(args, "command", None))
+    for name, value in (host.defaults if host is not None else {}).items():
+        if getattr(args, name, value) is None:
+            setattr(args, name, value)
     return args
 
 

@@ -196,10 +196,15 @@ def name_list(text: str) -> list[str]:
 Handler = Callable[..., int]
 
 
-def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
-    """The whole command tree; `handlers` maps command paths such as "jobs list" to functions."""
+def build_parser(
+    handlers: dict[str, Handler], version: str, *, prog: str = "chronoq", app_required: bool = True
+) -> ArgumentParser:
+    """The whole command tree; `handlers` maps command paths such as "jobs list" to functions.
+
+    A host program (`manage.py chronoq`) names itself with `prog` and, as it supplies the App,
+    makes `--app` of `worker` and `scheduler` optional with `app_required=False`."""
     parser = ArgumentParser(
-        prog="chronoq",
+        prog=prog,
         description="chronoq: a job scheduler on PostgreSQL or SQLite.",
         allow_abbrev=False,
     )
@@ -226,14 +231,15 @@ def build_parser(handlers: dict[str, Handler], version: str) -> ArgumentParser:
         "down migrations of newer ones",
     )
     _add_json(migrate)
-    _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."))
+    _add_worker(command(commands, "worker", "worker", "Run jobs until stopped."), app_required)
     _add_scheduler(
         command(
             commands,
             "scheduler",
             "scheduler",
             "Run the leader-only services (cron, lease rescuer, pruner) when elected.",
-        )
+        ),
+        app_required,
     )
     _add_serve(
         command(commands, "serve", "serve", "Serve the HTTP API, the dashboard and /metrics.")
@@ -264,10 +270,8 @@ def _add_json(parser: ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (see docs/cli.md)")
 
 
-def _add_worker(worker: ArgumentParser) -> None:
-    worker.add_argument(
-        "--app", required=True, metavar="MODULE:APP", help="the App, e.g. myproject.tasks:app"
-    )
+def _add_worker(worker: ArgumentParser, app_required: bool) -> None:
+    _add_app(worker, app_required)
     worker.add_argument(
         "--queues", type=name_list, metavar="A,B", help="queues to serve (default: all the app's)"
     )
@@ -453,10 +457,18 @@ def _add_dead(commands: Any, command: Callable[..., ArgumentParser]) -> None:
     _add_json(purge)
 
 
-def _add_scheduler(scheduler: ArgumentParser) -> None:
-    scheduler.add_argument(
-        "--app", required=True, metavar="MODULE:APP", help="the App, e.g. myproject.tasks:app"
+def _add_app(parser: ArgumentParser, required: bool) -> None:
+    parser.add_argument(
+        "--app",
+        required=required,
+        metavar="MODULE:APP",
+        help="the App, e.g. myproject.tasks:app"
+        + ("" if required else " (default: the project's own)"),
     )
+
+
+def _add_scheduler(scheduler: ArgumentParser, app_required: bool) -> None:
+    _add_app(scheduler, app_required)
     scheduler.add_argument(
         "--retention",
         type=duration,

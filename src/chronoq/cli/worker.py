@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO
 
 from chronoq.app import App
-from chronoq.cli.apps import open_app
+from chronoq.cli.apps import current_host, open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.errors import ConfigError
 from chronoq.observability import logs
@@ -167,7 +167,9 @@ def _run_in_process(app: App, job_worker: Worker) -> int:
 
 
 def _supervise(argv: Sequence[str], processes: int, app: App) -> int:
-    child = [sys.executable, "-m", "chronoq", *without_option(argv, "--processes"), "--processes"]
+    host = current_host()
+    program = host.command if host is not None else (sys.executable, "-m", "chronoq")
+    child = [*program, *without_option(argv, "--processes"), "--processes"]
 
     def on_orphans(orphans: Orphans) -> None:
         settle_orphans(app, orphans)

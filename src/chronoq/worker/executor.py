@@ -18,7 +18,7 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +87,7 @@ class Executor:
             if task.timeout is None:
                 # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
                 # manager and a task look-up per job for nothing.
-                await task.fn(*args, **attempt.job.payload)
+                await _async_call(task, args, attempt.job.payload)
             else:
                 await self._call_async_within(attempt, task, args, task.timeout)
         except asyncio.CancelledError:
@@ -105,7 +105,7 @@ class Executor:
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
-                await task.fn(*args, **attempt.job.payload)
+                await _async_call(task, args, attempt.job.payload)
         except TimeoutError:
             if deadline.expired():
                 raise timed_out(task) from None
@@ -115,7 +115,9 @@ class Executor:
         args = (attempt.ctx,) if task.takes_context else ()
         # The thread runs in this task's context: what the handler logs carries the job.
         context = contextvars.copy_context()
-        call = functools.partial(context.run, task.fn, *args, **attempt.job.payload)
+        call = functools.partial(
+            context.run, task.app.call_handler, task.fn, *args, **attempt.job.payload
+        )
         attempt.in_thread = True
         future = asyncio.get_running_loop().run_in_executor(self.pool, call)
         done, _ = await asyncio.wait({future}, timeout=task.timeout)
@@ -126,6 +128,17 @@ class Executor:
             raise timed_out(task)
         attempt.in_thread = False
         future.result()
+
+
+def _async_call(
+    task: Task[Any, Any], args: tuple[Any, ...], payload: Mapping[str, Any]
+) -> Awaitable[Any]:
+    """The handler's awaitable: through the app's `call_handler_async` only when the app wraps
+    its handlers, so a plain app's jobs pay for no extra coroutine."""
+    if task.app.wraps_handlers:
+        return task.app.call_handler_async(task.fn, *args, **payload)
+    result: Awaitable[Any] = task.fn(*args, **payload)
+    return result
 
 
 def _raised(attempt: Attempt, task: Task[Any, Any], exc: BaseException) -> JobFinishParams:

@@ -1,0 +1,1 @@
+"""Integrations with frameworks, each behind an optional extra: `chronoq.contrib.django`."""
