@@ -50,6 +50,9 @@ JOB_KEYS = {
     "tick",
     "ticks",
     "fence_rejections",
+    "output",
+    "progress",
+    "progress_note",
 }
 
 # -- migrate ----------------------------------------------------------------------------------
