@@ -67,21 +67,19 @@ def test_enqueue_one_and_read_it_back(client: TestClient) -> None:
     assert (again.status_code, again.json()) == (200, {"id": job_id, "created": False})
 
 
-def test_the_job_document_carries_output_and_progress(
-    client: TestClient, app: chronoq.App
-) -> None:
+def test_the_job_document_carries_output_and_progress(client: TestClient, app: chronoq.App) -> None:
     done_id, running_id = (app.enqueue("cleanup").id for _ in range(2))
     done, running = app.store.job_claim_with_wakeup(JobClaimParams(["default"], 2, "w")).jobs
     app.store.job_heartbeat_many(
         [JobLeaseRef(running.id, running.lease_token)], {running.id: JobProgress(0.4, "3 of 8")}
     )
-    output = '{"removed": 12, "paths": ["/tmp/a"]}'
+    output = '{"removed": 12, "paths": ["a.log"]}'
     app.store.job_finish_many(
         [JobFinishParams(done.id, done.lease_token, Outcome.DONE, output_json=output)]
     )
     finished = client.get(f"/api/v1/jobs/{done.id}").json()
     assert finished["status"] == "done"
-    assert finished["output"] == {"removed": 12, "paths": ["/tmp/a"]}
+    assert finished["output"] == {"removed": 12, "paths": ["a.log"]}
     assert finished["progress"] is None
     reporting = client.get(f"/api/v1/jobs/{running.id}").json()
     assert (reporting["output"], reporting["progress"], reporting["progress_note"]) == (

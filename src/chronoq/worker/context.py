@@ -29,6 +29,9 @@ class JobContext:
     make the effect idempotent, or finish the job in your own database transaction with
     `complete_in(conn)` so that your writes and the completion commit together.
 
+    What the handler returns is the job's output (see `App.wait`); `progress(fraction, note)`
+    reports how far it has come, carried to the store by the next heartbeat of its lease.
+
     Cancelling a running job reaches its worker with the next heartbeat of its lease. An async
     handler is then cancelled (`asyncio.CancelledError` at its current `await`); a sync one, whose
     thread cannot be stopped, sees `cancelled` turn True, and `raise_if_cancelled()` raise
