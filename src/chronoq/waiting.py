@@ -12,8 +12,9 @@ waiter reads its own job (one primary-key read) and goes back to waiting if it h
 ```
 
 A waiter subscribes before its first read, so a job that ends between the read and the wait
-still wakes it. If the listener's connection fails, the watcher wakes everyone and stops; the
-next waiter to subscribe opens a new one (and raises `StoreUnavailable` if it cannot).
+still wakes it. If the listener's connection fails, the watcher wakes everyone and stops; each
+waiter then subscribes again, which opens a new listener (or raises `StoreUnavailable` if the
+database cannot be reached), before it reads its job again.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class FinishWatcher:
             target=self._run, args=(listener,), name="chronoq-wait", daemon=True
         ).start()
 
+    def listening_for(self, wake: Wake) -> bool:
+        """Is `wake` subscribed to a listener that still runs? (Not after the listener's
+        connection failed: then subscribe again.)"""
+        with self._lock:
+            return self._running and wake in self._wakers
+
     def unsubscribe(self, wake: Wake) -> None:
         with self._lock:
             self._wakers.discard(wake)
@@ -112,7 +119,10 @@ class FinishWatcher:
             if self._wakers and not self._closed:
                 return True
             self._running = False
-            return False
+            left = list(self._wakers)
+        for wake in left:
+            wake()  # closed under a waiter: it subscribes again, to a listener of its own
+        return False
 
     def _stop(self) -> None:
         with self._lock:
@@ -129,11 +139,12 @@ def wait_for(store: JobStore, watcher: FinishWatcher, job_id: int, timeout: floa
     """The output of job `job_id` once it is done (see `App.wait`)."""
     check_timeout(timeout)
     woken = threading.Event()
-    watcher.subscribe(woken.set)
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             woken.clear()
+            if not watcher.listening_for(woken.set):
+                watcher.subscribe(woken.set)  # first, or after the listener was lost
             job = _read(store, job_id)
             if job.status.is_final:
                 return outcome(job)
@@ -157,11 +168,12 @@ async def wait_for_async(
     def wake() -> None:
         loop.call_soon_threadsafe(woken.set)
 
-    await asyncio.to_thread(watcher.subscribe, wake)
     try:
         async with asyncio.timeout(timeout):
             while True:
                 woken.clear()
+                if not watcher.listening_for(wake):
+                    await asyncio.to_thread(watcher.subscribe, wake)
                 job = await asyncio.to_thread(_read, store, job_id)
                 if job.status.is_final:
                     return outcome(job)

@@ -8,12 +8,13 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 import chronoq
 import chronoq.waiting
 from chronoq.core.jobs import JobProgress, JobStatus, Outcome
-from chronoq.storage.base import JobRescueParams
+from chronoq.storage.base import JobClaimParams, JobFinishParams, JobRescueParams
 from tests.helpers import running_worker, wait_until
 from tests.services.tier import app_by_dispatch
 
@@ -313,3 +314,40 @@ def test_bad_progress_fails_the_attempt_with_a_clear_error(app: chronoq.App) -> 
 
 def test_job_progress_is_exported() -> None:
     assert chronoq.JobProgress(0.5, "half") == JobProgress(0.5, "half")
+
+
+def _listening_backends(dsn: str) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE '%%LISTEN chronoq_jobs_finished'"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_a_waiter_survives_the_loss_of_the_listening_connection(
+    pg_dsn: str, no_fallback: None
+) -> None:
+    """The listening connection is killed while a wait blocks: the waiter listens again on a
+    new connection, and the completion still wakes it."""
+    with chronoq.App(pg_dsn) as app:
+        job_id = app.enqueue("t", {}, queue="q").id
+        results: list[object] = []
+        waiter = threading.Thread(
+            target=lambda: results.append(app.wait(job_id, timeout=DEADLINE * 2)), daemon=True
+        )
+        waiter.start()
+        [first] = wait_until(lambda: _listening_backends(pg_dsn), DEADLINE, "a listener")
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (first,))
+        wait_until(
+            lambda: [pid for pid in _listening_backends(pg_dsn) if pid != first],
+            DEADLINE,
+            "a new listener",
+        )
+        [job] = app.store.job_claim_with_wakeup(JobClaimParams(["q"], 1, "w")).jobs
+        done = JobFinishParams(job.id, job.lease_token, Outcome.DONE, output_json='"again"')
+        assert app.store.job_finish_many([done]) == {job_id}
+        waiter.join(DEADLINE)
+        assert not waiter.is_alive()
+    assert results == ["again"]
