@@ -137,6 +137,7 @@ class FinishWatcher:
 
 def wait_for(store: JobStore, watcher: FinishWatcher, job_id: int, timeout: float | None) -> object:
     """The output of job `job_id` once it is done (see `App.wait`)."""
+    check_job_id(job_id)
     check_timeout(timeout)
     woken = threading.Event()
     try:
@@ -161,6 +162,7 @@ async def wait_for_async(
 ) -> object:
     """`wait_for` on an event loop: the loop is never blocked, and cancelling the call stops
     the wait at once."""
+    check_job_id(job_id)
     check_timeout(timeout)
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
@@ -185,6 +187,11 @@ async def wait_for_async(
         raise WaitTimeout(job_id, str(job.status), float(timeout or 0)) from None
     finally:
         watcher.unsubscribe(wake)
+
+
+def check_job_id(job_id: int) -> None:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise ValueError(f"a job id is a whole number, got {job_id!r}")
 
 
 def check_timeout(timeout: float | None) -> None:
