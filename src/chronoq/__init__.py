@@ -19,7 +19,7 @@ from chronoq.app import App, Task
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.enqueue import Enqueued, JobSpec
-from chronoq.core.jobs import Job, JobStatus, Outcome, Stat
+from chronoq.core.jobs import Job, JobProgress, JobStatus, Outcome, Stat
 from chronoq.core.misfire import MisfirePolicy
 from chronoq.core.schedules import Schedule, ScheduleSpec
 from chronoq.deferrer import Deferrer
@@ -30,14 +30,20 @@ from chronoq.errors import (
     EnqueueError,
     InvalidDSN,
     InvalidDuration,
+    InvalidOutput,
     InvalidPayload,
     InvalidSchedule,
     JobCancelled,
+    JobFailed,
     JobLost,
+    JobNotDone,
     JobNotFound,
+    JobSkipped,
     JobTimeout,
+    JobWasCancelled,
     KeyConflict,
     NaiveDatetime,
+    OutputTooLarge,
     PayloadTooLarge,
     QueueNotEmpty,
     QueueNotFound,
@@ -48,6 +54,7 @@ from chronoq.errors import (
     StoreUnavailable,
     UnknownQueue,
     UnknownTask,
+    WaitTimeout,
 )
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.worker.context import JobContext
@@ -69,20 +76,27 @@ __all__ = [
     "Enqueued",
     "InvalidDSN",
     "InvalidDuration",
+    "InvalidOutput",
     "InvalidPayload",
     "InvalidSchedule",
     "Job",
     "JobCancelled",
     "JobContext",
+    "JobFailed",
     "JobLost",
+    "JobNotDone",
     "JobNotFound",
+    "JobProgress",
+    "JobSkipped",
     "JobSpec",
     "JobStatus",
     "JobTimeout",
+    "JobWasCancelled",
     "KeyConflict",
     "MisfirePolicy",
     "NaiveDatetime",
     "Outcome",
+    "OutputTooLarge",
     "PayloadTooLarge",
     "QueueNotEmpty",
     "QueueNotFound",
@@ -99,6 +113,7 @@ __all__ = [
     "Task",
     "UnknownQueue",
     "UnknownTask",
+    "WaitTimeout",
     "Worker",
     "WorkerOptions",
     "WorkerStats",

@@ -69,6 +69,7 @@ from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
+from chronoq.waiting import FinishWatcher, wait_for, wait_for_async
 
 if TYPE_CHECKING:
     from chronoq.observability.metrics import Metrics
@@ -205,6 +206,8 @@ class App:
         # without --app).
         self.fleet_tasks = fleet_tasks
         self._fleet = FleetLookup(lambda: self.store, max_age=2.0)
+        # Wakes `wait` and `wait_async` when jobs end (one listener for all of them).
+        self._watcher = FinishWatcher(lambda: self.store)
 
     @property
     def metrics(self) -> Metrics | None:
@@ -316,6 +319,7 @@ class App:
         return self.store.migrate()
 
     def close(self) -> None:
+        self._watcher.close()
         with self._store_lock:
             if self._store is not None:
                 self._store.close()
@@ -692,6 +696,18 @@ class App:
     ) -> Any:
         """Await an async handler, on the worker's event loop (see `call_handler`)."""
         return await fn(*args, **kwargs)
+
+    def wait(self, job_id: int, *, timeout: float | None = None) -> Any:
+        """Block until job `job_id` ends and return its output (what its handler returned,
+        None if nothing). A job that ended otherwise raises `JobFailed` (dead), `JobWasCancelled`
+        or `JobSkipped`, each carrying the job and its last error; `WaitTimeout` when it has not
+        ended within `timeout` seconds (None: wait as long as it takes); `JobNotFound` for an
+        id no job has. Woken by the store's notification of finished jobs, never by polling."""
+        return wait_for(self.store, self._watcher, job_id, timeout)
+
+    async def wait_async(self, job_id: int, *, timeout: float | None = None) -> Any:
+        """`wait` for async code: the event loop is never blocked."""
+        return await wait_for_async(self.store, self._watcher, job_id, timeout)
 
 
 def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:

@@ -21,6 +21,7 @@ from chronoq.storage.dsn import DEFAULT_DSN, redact, store_kind
 from chronoq.storage.tier import MAX_PARTITIONS
 
 MIB = 1024 * 1024
+DEFAULT_OUTPUT_LIMIT = 64 * 1024
 DISPATCH_MODES = ("db", "tiered")
 # Staged jobs live in Redis (about 100 B each) and in each leader's timing wheel: an hour of
 # them is already a lot; a longer horizon buys nothing a re-stage every few seconds does not.
@@ -34,6 +35,9 @@ class Config:
 
     dsn: str = DEFAULT_DSN
     payload_limit: int = MIB
+    # The largest handler return value (as JSON, bytes) stored as a job's output; a larger one
+    # fails the attempt. A worker may set its own (WorkerOptions.output_limit).
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
     default_queue: str = "default"
     default_max_attempts: int = 20
     default_lease: float = 60.0
@@ -79,6 +83,7 @@ class Config:
             _check_type(setting.name, str(setting.type), getattr(self, setting.name))
         store_kind(self.dsn)
         _require(self.payload_limit > 0, "payload_limit", "must be a positive number of bytes")
+        _require(self.output_limit > 0, "output_limit", "must be a positive number of bytes")
         _require(bool(self.default_queue.strip()), "default_queue", "must not be empty")
         _require(self.default_max_attempts >= 1, "default_max_attempts", "must be at least 1")
         _require(0 < self.default_lease < math.inf, "default_lease", "must be positive seconds")

@@ -24,7 +24,14 @@ ChronoqError                      base of every error chronoq raises on purpose
 ├── QueueNotEmpty                 the queue has pending or running jobs, so it is kept
 ├── JobLost                       the worker no longer owns the job (its lease token is stale)
 ├── JobCancelled                  the job was cancelled while the attempt ran (not a failure)
-└── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
+├── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
+├── InvalidOutput                 a handler's return value cannot be stored (the attempt fails)
+│   └── OutputTooLarge            the encoded return value is over the output limit
+├── JobNotDone                    `App.wait`: the job ended without output
+│   ├── JobFailed                 it is dead: its attempts ran out, or it cannot run
+│   ├── JobWasCancelled           it was cancelled (by an operator, a Discard, its schedule)
+│   └── JobSkipped                its misfire policy skipped it
+└── WaitTimeout                   `App.wait`: the job had not ended when the timeout passed
 ```
 
 Control flow raised by handlers is kept apart from failures (see `chronoq.Retry` and
@@ -32,6 +39,11 @@ Control flow raised by handlers is kept apart from failures (see `chronoq.Retry`
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chronoq.core.jobs import Job
 
 
 class ChronoqError(Exception):
@@ -152,3 +164,51 @@ class Discard(Exception):
 
 class JobTimeout(ChronoqError):
     """The attempt ran past its task's timeout."""
+
+
+class InvalidOutput(ChronoqError):
+    """The handler's return value cannot be stored as the job's output (it must be JSON)."""
+
+
+class OutputTooLarge(InvalidOutput):
+    """The handler's return value, encoded as JSON, is larger than the output limit."""
+
+
+class JobNotDone(ChronoqError):
+    """The job ended without output. `job` is the job as it ended; `error`, the record of its
+    last failed or cancelled attempt (None when it has none)."""
+
+    def __init__(self, job: Job, message: str | None = None) -> None:
+        self.job = job
+        self.error: dict[str, Any] | None = job.errors[-1] if job.errors else None
+        super().__init__(message or _ended_message(job, self.error))
+
+
+class JobFailed(JobNotDone):
+    """The job is dead: its attempts ran out, or it could not run at all."""
+
+
+class JobWasCancelled(JobNotDone):
+    """The job was cancelled before it was done."""
+
+
+class JobSkipped(JobNotDone):
+    """The job was skipped: it was picked up later than its misfire grace allowed."""
+
+
+class WaitTimeout(ChronoqError, TimeoutError):
+    """The job had not ended when the wait timed out; it may still end later."""
+
+    def __init__(self, job_id: int, status: str, timeout: float) -> None:
+        self.job_id = job_id
+        self.status = status
+        super().__init__(f"job {job_id} is still {status} after waiting {timeout:g}s")
+
+
+def _ended_message(job: Job, error: dict[str, Any] | None) -> str:
+    message = f"job {job.id} ({job.task}) ended {job.status}"
+    if error is None:
+        return message
+    kind, text = error.get("error") or "", error.get("message") or ""
+    detail = f"{kind}: {text}" if kind and text else kind or text
+    return f"{message} after attempt {error.get('attempt', job.attempts)}: {detail}"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import chronoq
 
 QUEUES = ("emails", "billing", "webhooks")
+# Steps a test lets `copy_files` take, by the name its payload gives (the worker runs in the
+# test's process).
+GATES: dict[str, tuple[threading.Event, threading.Event]] = {}
 
 
 class UpstreamError(RuntimeError):
@@ -31,5 +35,15 @@ def build_app(dsn: str) -> chronoq.App:
     def call_webhook(url: str) -> None:
         if "down" in url:
             raise UpstreamError(f"POST {url}: 503 Service Unavailable")
+
+    @app.task(queue="files", lease=0.9)
+    def copy_files(ctx: chronoq.JobContext, gate: str, files: int) -> dict[str, int]:
+        """Reports half its files copied, then all of them, one step per gate the test opens."""
+        first, second = GATES[gate]
+        ctx.progress(0.5, note=f"1 of {files} files")
+        first.wait(60)
+        ctx.progress(1.0, note=f"{files} of {files} files")
+        second.wait(60)
+        return {"copied": files}
 
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from playwright.sync_api import Page, expect
 
 from chronoq.core.schedules import ScheduleSpec
 from tests.browser.conftest import ADMIN, READER, TIMEOUT_MS, Live
-from tests.browser.tasks import QUEUES
+from tests.browser.tasks import GATES, QUEUES
 
 pytestmark = pytest.mark.slow
 
@@ -159,3 +160,29 @@ def test_the_schedules_table_stays_inside_its_card(page: Page, live: Live) -> No
     )
     # Nothing of the page scrolls sideways: what does not fit scrolls inside the card.
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+def test_watch_a_jobs_progress_then_its_output(page: Page, live: Live) -> None:
+    """The Running page lists the job with the progress its heartbeat carried; the job's page
+    reloads itself when the progress moves, and shows the output once the job is done."""
+    first, second = threading.Event(), threading.Event()
+    GATES["browser"] = (first, second)
+    try:
+        job = live.app.enqueue("copy_files", {"gate": "browser", "files": 2})
+        sign_in(page, start="/running")
+        row = page.locator("#running-jobs tbody tr").filter(has_text=str(job.id))
+        expect(row).to_contain_text("50%")
+        expect(row).to_contain_text("1 of 2 files")
+        page.goto(f"/jobs/{job.id}")
+        expect(page.locator("#job-progress")).to_contain_text("50%")
+        first.set()
+        expect(page.locator("#job-progress")).to_contain_text("100%")
+        expect(page.locator("#job-progress")).to_contain_text("2 of 2 files")
+        expect(page.locator("#job-status")).to_have_text("running")
+        second.set()
+        expect(page.locator("#job-status")).to_have_text("done")
+        expect(page.locator("#job-output")).to_contain_text('"copied": 2')
+    finally:
+        first.set()  # a failed check must not leave the handler waiting out the worker's stop
+        second.set()
+        GATES.pop("browser", None)

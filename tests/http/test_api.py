@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import chronoq
-from chronoq.core.jobs import JobStatus, Outcome
+from chronoq.core.jobs import JobProgress, JobStatus, Outcome
 from chronoq.http.auth import TokenTable
-from chronoq.storage.base import JobClaimParams, JobFinishParams, JobListParams
+from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobListParams
 from tests.integration.cli_support import run_cli
 
 from .conftest import ADMIN, READER, make_client
@@ -65,6 +65,31 @@ def test_enqueue_one_and_read_it_back(client: TestClient) -> None:
     assert datetime.fromisoformat(job["run_at"]) == datetime.fromisoformat(LATER)
     again = client.post("/api/v1/jobs", json=body)
     assert (again.status_code, again.json()) == (200, {"id": job_id, "created": False})
+
+
+def test_the_job_document_carries_output_and_progress(client: TestClient, app: chronoq.App) -> None:
+    done_id, running_id = (app.enqueue("cleanup").id for _ in range(2))
+    done, running = app.store.job_claim_with_wakeup(JobClaimParams(["default"], 2, "w")).jobs
+    app.store.job_heartbeat_many(
+        [JobLeaseRef(running.id, running.lease_token)], {running.id: JobProgress(0.4, "3 of 8")}
+    )
+    output = '{"removed": 12, "paths": ["a.log"]}'
+    app.store.job_finish_many(
+        [JobFinishParams(done.id, done.lease_token, Outcome.DONE, output_json=output)]
+    )
+    finished = client.get(f"/api/v1/jobs/{done.id}").json()
+    assert finished["status"] == "done"
+    assert finished["output"] == {"removed": 12, "paths": ["a.log"]}
+    assert finished["progress"] is None
+    reporting = client.get(f"/api/v1/jobs/{running.id}").json()
+    assert (reporting["output"], reporting["progress"], reporting["progress_note"]) == (
+        None,
+        0.4,
+        "3 of 8",
+    )
+    listed = client.get("/api/v1/jobs", params={"status": "done"}).json()["jobs"]
+    assert [job["output"] for job in listed] == [finished["output"]]
+    assert {done_id, running_id} == {done.id, running.id}
 
 
 def test_enqueue_with_a_delay(client: TestClient, app: chronoq.App) -> None:

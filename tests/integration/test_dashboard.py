@@ -15,18 +15,18 @@ import pytest
 from fastapi.testclient import TestClient
 
 import chronoq
-from chronoq.core.jobs import JobStatus, Outcome
+from chronoq.core.jobs import JobProgress, JobStatus, Outcome
 from chronoq.core.schedules import ScheduleSpec
 from chronoq.http.auth import SESSION_COOKIE, TokenTable, server_sessions
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server
 from chronoq.observability.metrics import Metrics
-from chronoq.storage.base import JobClaimParams, JobFinishParams, JobListParams
+from chronoq.storage.base import JobClaimParams, JobFinishParams, JobLeaseRef, JobListParams
 from tests.dashboard_forms import csrf_of, login
 
 ADMIN = "admin-token-0123456789abcdef"
 READER = "read-token-0123456789abcdef"
-PAGES = ("/", "/jobs", "/dead", "/schedules")
+PAGES = ("/", "/jobs", "/running", "/dead", "/schedules")
 
 HOSTILE_QUEUE = "<script>alert(1)</script>"
 HOSTILE_TASK = "<img src=x onerror=alert(2)>"
@@ -403,6 +403,8 @@ def test_the_live_job_json_reports_status_and_attempts(
         "id": dead,
         "status": "dead",
         "attempts": 1,
+        "progress": None,
+        "progress_note": None,
     }
     assert client.get("/dashboard/jobs/0.json").status_code == 400
     assert client.get("/dashboard/jobs/999.json").status_code == 404
@@ -631,3 +633,65 @@ def test_pause_and_resume_a_schedule(app: chronoq.App, client: TestClient, admin
     client.post("/schedules/resume", data={"csrf": admin, "name": "nightly"})
     stored = app.store.schedule_get("nightly")
     assert stored is not None and not stored.paused
+
+
+# -- output and progress ----------------------------------------------------------------------
+
+
+def running_job(app: chronoq.App, queue: str = "files", task: str = "copy") -> tuple[int, int]:
+    """A job claimed by a worker: its id and lease token."""
+    job_id = app.enqueue(task, {}, queue=queue).id
+    claimed = app.store.job_claim_with_wakeup(
+        JobClaimParams(queues=[queue], limit=100, worker_id="w-1")
+    ).jobs
+    job = next(j for j in claimed if j.id == job_id)
+    return job_id, job.lease_token
+
+
+def test_the_running_page_lists_running_jobs_with_their_progress(
+    app: chronoq.App, client: TestClient, admin: str
+) -> None:
+    reporting, token = running_job(app)
+    silent, _ = running_job(app, queue="other", task=HOSTILE_TASK)
+    pending = app.enqueue("copy", {}, queue="files").id
+    progress = {reporting: JobProgress(0.4, HOSTILE_PAYLOAD)}
+    app.store.job_heartbeat_many([JobLeaseRef(reporting, token)], progress)
+    page = client.get("/running")
+    assert page.status_code == 200
+    assert f'href="/jobs/{reporting}"' in page.text and f'href="/jobs/{silent}"' in page.text
+    assert f'href="/jobs/{pending}"' not in page.text
+    assert '<progress max="1" value="0.4">40%</progress> 40%' in page.text
+    assert "&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;" in page.text
+    assert "not reported" in page.text
+    for hostile in (HOSTILE_PAYLOAD, HOSTILE_TASK):
+        assert hostile not in page.text
+    only_files = client.get("/running?queue=files").text
+    assert f'href="/jobs/{reporting}"' in only_files and f'href="/jobs/{silent}"' not in only_files
+    detail = client.get(f"/jobs/{reporting}").text
+    assert 'id="job-progress"' in detail and "40%" in detail
+    assert 'data-progress="0.4"' in detail
+    assert client.get(f"/dashboard/jobs/{reporting}.json").json()["progress"] == 0.4
+
+
+def test_the_running_page_refuses_a_bad_filter_without_a_500(
+    client: TestClient, admin: str
+) -> None:
+    assert client.get("/running?queue=" + "q" * 5000).status_code == 400
+    assert client.get("/running?before_id=seven").status_code == 400
+
+
+def test_a_done_jobs_page_shows_its_output_as_text(
+    app: chronoq.App, client: TestClient, admin: str
+) -> None:
+    job_id, token = running_job(app)
+    output = json.dumps({"html": HOSTILE_PAYLOAD, "rows": [1, 2]})
+    app.store.job_finish_many([JobFinishParams(job_id, token, Outcome.DONE, output_json=output)])
+    page = client.get(f"/jobs/{job_id}").text
+    assert 'id="job-output"' in page
+    assert "&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;" in page
+    assert HOSTILE_PAYLOAD not in page
+    quiet, quiet_token = running_job(app)
+    app.store.job_finish_many([JobFinishParams(quiet, quiet_token, Outcome.DONE)])
+    assert "The handler returned nothing." in client.get(f"/jobs/{quiet}").text
+    pending = app.enqueue("copy", {}, queue="files").id
+    assert 'id="job-output"' not in client.get(f"/jobs/{pending}").text

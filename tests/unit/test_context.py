@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 
 import chronoq
-from chronoq.core.jobs import Job, JobStatus, Outcome
+from chronoq.core.jobs import Job, JobProgress, JobStatus, Outcome
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import AttemptCancelled, Observers
 from chronoq.storage.base import JobHeartbeatResult, JobLeaseRef, JobStore
@@ -54,9 +54,13 @@ class HeartbeatAnswers:
     def __init__(self, answer: JobHeartbeatResult) -> None:
         self.answer = answer
         self.calls: list[list[JobLeaseRef]] = []
+        self.progress: list[Mapping[int, JobProgress] | None] = []
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+    def job_heartbeat_many(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress] | None = None
+    ) -> JobHeartbeatResult:
         self.calls.append(list(refs))
+        self.progress.append(progress)
         return self.answer
 
 
@@ -147,3 +151,58 @@ def test_an_attempt_cancelled_before_it_starts_never_calls_its_handler(tmp_path:
     assert params is not None
     assert (params.outcome, called) == (Outcome.CANCELLED, [])
     assert params.error is not None and params.error["error"] == "chronoq.errors.JobCancelled"
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+def test_progress_is_buffered_until_a_heartbeat_carries_it() -> None:
+    ctx, (store, _) = context(JobHeartbeatResult(renewed={7}))
+    ctx.progress(0.25)
+    ctx.progress(0.4, note="3 of 8 files")
+    assert store.calls == []  # no round trip per report
+    assert ctx.last_progress == JobProgress(0.4, "3 of 8 files")
+    ctx.heartbeat()
+    assert store.progress == [{7: JobProgress(0.4, "3 of 8 files")}]
+    assert ctx.unsent_progress() is None
+    ctx.heartbeat()
+    assert store.progress[-1] is None  # sent once
+
+
+def test_progress_a_refused_heartbeat_did_not_store_is_sent_again() -> None:
+    ctx, _ = context(JobHeartbeatResult(cancelled={7}))
+    ctx.progress(0.5)
+    with pytest.raises(chronoq.JobCancelled):
+        ctx.heartbeat()
+    assert ctx.unsent_progress() == (1, JobProgress(0.5))
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5, float("nan"), float("inf"), True, "0.5", None])
+def test_progress_refuses_a_fraction_outside_zero_to_one(fraction: Any) -> None:
+    ctx, _ = context()
+    with pytest.raises(ValueError, match="progress must be a number from 0 to 1"):
+        ctx.progress(fraction)
+    assert ctx.last_progress is None
+
+
+def test_progress_accepts_both_ends_and_integers() -> None:
+    ctx, _ = context()
+    ctx.progress(0)
+    assert ctx.last_progress == JobProgress(0.0)
+    ctx.progress(1, note="")
+    assert ctx.last_progress == JobProgress(1.0, "")
+
+
+@pytest.mark.parametrize(
+    ("note", "message"),
+    [
+        ("x" * 201, "at most 200 characters, got 201"),
+        (42, "must be text, got int"),
+        ("a\x00b", "NUL"),
+        ("\ud800", "lone surrogates"),
+    ],
+)
+def test_progress_refuses_a_bad_note(note: Any, message: str) -> None:
+    ctx, _ = context()
+    with pytest.raises(ValueError, match=message):
+        ctx.progress(0.5, note=note)

@@ -164,6 +164,16 @@ def _detail_rows(job: Job) -> Iterable[tuple[str, str | Text]]:
     )
     if job.fence_rejections:
         yield "refused writes", f"{job.fence_rejections} (stale lease tokens: a worker lost it)"
+    if job.progress is not None:
+        yield "progress", progress_text(job.progress, job.progress_note)
+    if job.status is JobStatus.DONE:
+        yield "output", json.dumps(job.output, ensure_ascii=False)
+
+
+def progress_text(fraction: float, note: str | None) -> str:
+    """`40% (3 of 8 files)`."""
+    percent = f"{fraction * 100:.0f}%"
+    return f"{percent} ({note})" if note else percent
 
 
 def stats_table(stats: Iterable[Stat]) -> Table:

@@ -83,6 +83,11 @@ class Job:
     ticks: int = 1  # ticks it stands for: more than 1 when missed ticks were coalesced
     # Writes refused because they named a stale lease token (a worker that lost the job).
     fence_rejections: int = 0
+    # What the handler returned (decoded JSON), stored with the completion; None until done.
+    output: Any = None
+    # How far the attempt has come (0..1) and what it said, as its last heartbeat carried them.
+    progress: float | None = None
+    progress_note: str | None = None
 
     @property
     def out_of_attempts(self) -> bool:
@@ -117,11 +122,51 @@ class Job:
             "tick": _iso(self.tick),
             "ticks": self.ticks,
             "fence_rejections": self.fence_rejections,
+            "output": self.output,
+            "progress": self.progress,
+            "progress_note": self.progress_note,
         }
 
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+# The longest note `JobContext.progress` accepts, in characters.
+PROGRESS_NOTE_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """How far a running attempt has come: `fraction` of its work (0..1) and a short note."""
+
+    fraction: float
+    note: str | None = None
+
+    @classmethod
+    def checked(cls, fraction: object, note: object = None) -> JobProgress:
+        """The progress a handler reported, or a ValueError naming what is wrong with it."""
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ValueError(f"progress must be a number from 0 to 1, got {fraction!r}")
+        if not 0.0 <= fraction <= 1.0:  # NaN fails this too
+            raise ValueError(f"progress must be a number from 0 to 1, got {fraction!r}")
+        if note is not None and not isinstance(note, str):
+            raise ValueError(f"a progress note must be text, got {type(note).__name__}")
+        if note is not None and len(note) > PROGRESS_NOTE_LIMIT:
+            raise ValueError(
+                f"a progress note is at most {PROGRESS_NOTE_LIMIT} characters, got {len(note)}"
+            )
+        if note is not None and ("\x00" in note or not _encodable(note)):
+            raise ValueError("a progress note cannot hold NUL characters or lone surrogates")
+        return cls(float(fraction), note)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,10 @@ from chronoq.core.durations import parse_duration
 from chronoq.errors import (
     ConfigError,
     InvalidDuration,
+    InvalidOutput,
     InvalidPayload,
     NaiveDatetime,
+    OutputTooLarge,
     PayloadTooLarge,
 )
 
@@ -201,7 +203,48 @@ def encode_payload(task: str, payload: object, limit: int) -> str:
     return text
 
 
-def _too_deep(payload: dict[Any, Any]) -> bool:
+def encode_output(task: str, value: object, limit: int) -> str | None:
+    """A handler's return value as compact JSON text (None for None), or an `InvalidOutput`
+    saying why it cannot be the job's output: not JSON, a NUL or lone surrogate (which
+    PostgreSQL refuses), too deep, or (`OutputTooLarge`) over `limit` bytes."""
+    if value is None:
+        return None
+    try:
+        text = _ENCODER.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOutput(f"the return value of task {task!r} is not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidOutput(_output_too_deep(task)) from None
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH and _too_deep(value):
+        raise InvalidOutput(_output_too_deep(task))
+    if "\\u0000" in text and _ESCAPED_NUL.search(text):
+        raise InvalidOutput(
+            f"the return value of task {task!r} contains a NUL character, which cannot be stored"
+        )
+    try:
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidOutput(
+            f"the return value of task {task!r} cannot be encoded as UTF-8 (a lone surrogate "
+            f"{exc.object[exc.start : exc.end]!r}?)"
+        ) from None
+    if size > limit:
+        raise OutputTooLarge(
+            f"the return value of task {task!r} is {size} bytes as JSON; the output limit is "
+            f"{limit} bytes (return less, or store the data elsewhere and return a reference; "
+            "or raise output_limit)"
+        )
+    return text
+
+
+def _output_too_deep(task: str) -> str:
+    return (
+        f"the return value of task {task!r} is nested more than {MAX_PAYLOAD_DEPTH} levels deep "
+        "(objects and arrays)"
+    )
+
+
+def _too_deep(payload: object) -> bool:
     """Are objects and arrays nested more than MAX_PAYLOAD_DEPTH deep? (Without recursion.)"""
     stack: list[tuple[object, int]] = [(payload, 1)]
     while stack:

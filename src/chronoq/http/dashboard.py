@@ -221,6 +221,7 @@ def dashboard_routes(ctx: HttpContext) -> APIRouter:
         ("/queues/pause", dashboard.queue_pause, "POST"),
         ("/queues/resume", dashboard.queue_resume, "POST"),
         ("/jobs", dashboard.jobs, "GET"),
+        ("/running", dashboard.running, "GET"),
         ("/jobs/{job_id}", dashboard.job, "GET"),
         ("/dashboard/jobs/{job_id}.json", dashboard.job_json, "GET"),
         ("/jobs/{job_id}/cancel", dashboard.job_cancel, "POST"),
@@ -372,7 +373,15 @@ class Dashboard:
             return json_answer({"error": str(exc)}, 400)
         if job is None:
             return json_answer({"error": "no such job"}, 404)
-        return json_answer({"id": job.id, "status": str(job.status), "attempts": job.attempts})
+        return json_answer(
+            {
+                "id": job.id,
+                "status": str(job.status),
+                "attempts": job.attempts,
+                "progress": job.progress,
+                "progress_note": job.progress_note,
+            }
+        )
 
     def job_cancel(self, request: Request, job_id: str, actor: Admin) -> Response:
         try:
@@ -393,6 +402,20 @@ class Dashboard:
                 f"Job {number} is {job.status}; only pending or running jobs can be cancelled.",
             )
         return see_other(f"/jobs/{number}")
+
+    def running(
+        self, request: Request, viewer: Reader, queue: str = "", before_id: str = ""
+    ) -> Response:
+        """The running jobs, newest first, with the progress their attempts reported."""
+        form = {"queue": queue}
+        try:
+            params = _running_search(queue, before_id)
+        except FieldError as exc:
+            return render_page(
+                request, viewer, "running.html", status=400, form=form, error=str(exc), page=None
+            )
+        page = self._page(params, form)
+        return render_page(request, viewer, "running.html", form=form, error="", page=page)
 
     # -- dead letters ---------------------------------------------------------------------
 
@@ -525,6 +548,15 @@ def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
         key=fields.key_filter(optional(form["key"])),
         created_after=fields.form_instant("created after", form["created_after"]),
         created_before=fields.form_instant("created before", form["created_before"]),
+        before_id=_cursor(before_id),
+        limit=PAGE_SIZE + 1,
+    )
+
+
+def _running_search(queue: str, before_id: str) -> JobListParams:
+    return JobListParams(
+        statuses=(JobStatus.RUNNING,),
+        queue=fields.name_filter("queue", optional(queue)),
         before_id=_cursor(before_id),
         limit=PAGE_SIZE + 1,
     )

@@ -91,6 +91,14 @@ class JobOut(BaseModel):
     tick: str | None
     ticks: int
     fence_rejections: int
+    output: Any = Field(
+        description="What the handler returned (JSON), stored when the job completed; null "
+        "until then, or when it returned nothing."
+    )
+    progress: float | None = Field(
+        description="How far the attempt has come, 0 to 1, as its last heartbeat carried it."
+    )
+    progress_note: str | None = Field(description="The note reported with the progress.")
 
 
 class JobPage(BaseModel):

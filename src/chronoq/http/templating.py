@@ -51,6 +51,11 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def percent(fraction: float | None) -> str:
+    """A progress fraction as people read it: `40%`."""
+    return "-" if fraction is None else f"{fraction * 100:.0f}%"
+
+
 def traceback_tail(text: str) -> str:
     lines = [line for line in (text or "").splitlines() if line.strip()]
     return "\n".join(lines[-TRACEBACK_TAIL:])
@@ -69,6 +74,7 @@ def _environment() -> jinja2.Environment:
         seconds=seconds,
         per_minute=per_minute,
         pretty_json=pretty_json,
+        percent=percent,
         traceback_tail=traceback_tail,
     )
     return environment

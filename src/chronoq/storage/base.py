@@ -17,7 +17,16 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from chronoq.core.fleet import RECENT, Fleet, ProcessInfo
-from chronoq.core.jobs import Claim, Job, JobStatus, Outcome, RescueResult, Stat, Wakeup
+from chronoq.core.jobs import (
+    Claim,
+    Job,
+    JobProgress,
+    JobStatus,
+    Outcome,
+    RescueResult,
+    Stat,
+    Wakeup,
+)
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 
@@ -135,7 +144,8 @@ class Staging:
 class JobFinishParams:
     """How one attempt ended. `retry_delay` (seconds) applies to `Outcome.RETRY` only.
     `keep_place` retries at once in the job's place in line (its run_at is kept), as the lease
-    rescue does; a `skip` job gets a fresh grace instead."""
+    rescue does; a `skip` job gets a fresh grace instead. `output_json` (JSON text, already
+    checked against the output limit) is stored with a `DONE` outcome only."""
 
     id: int
     lease_token: int
@@ -143,6 +153,7 @@ class JobFinishParams:
     retry_delay: float = 0.0
     error: dict[str, Any] | None = None
     keep_place: bool = False
+    output_json: str | None = None
 
 
 @dataclass(slots=True)
@@ -502,13 +513,17 @@ class JobStore(Protocol):
         attempt is refused, as its result no longer counts."""
         ...
 
-    def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
-        """Mark the job done inside the caller's transaction, fenced by its token."""
+    def job_complete_in(self, conn: Any, ref: JobLeaseRef, output_json: str | None = None) -> bool:
+        """Mark the job done inside the caller's transaction, fenced by its token, storing
+        `output_json` as its output."""
         ...
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+    def job_heartbeat_many(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress] | None = None
+    ) -> JobHeartbeatResult:
         """Extend the leases of running attempts, and name those whose job was cancelled while
-        they held it; both fenced by the token (see `JobHeartbeatResult`)."""
+        they held it; both fenced by the token (see `JobHeartbeatResult`). `progress` (by job
+        id) is stored on the attempts it names that are still running under their token."""
         ...
 
     def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
@@ -630,5 +645,11 @@ class JobStore(Protocol):
     def leader_get(self, duty: str) -> LeaderTerm | None: ...
 
     def open_listener(self) -> ChangeListener: ...
+
+    def open_finish_listener(self) -> ChangeListener:
+        """Wakes a waiter when jobs may have reached a final state (done, dead, cancelled,
+        skipped): LISTEN on PostgreSQL, the database's change signal on SQLite. It may wake for
+        other changes too; the waiter looks at its job again."""
+        ...
 
     def close(self) -> None: ...

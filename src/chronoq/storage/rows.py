@@ -64,7 +64,23 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = N
         tick=convert(row["tick"]),
         ticks=int(row["ticks"]),
         fence_rejections=int(row["fence_rejections"]),
+        # Claims return only what a worker needs, without these: a claimed job has neither.
+        output=_decoded_output(_column(row, "output"), decode),
+        progress=_optional_float(_column(row, "progress")),
+        progress_note=_column(row, "progress_note"),
     )
+
+
+def _column(row: Mapping[str, Any], name: str) -> Any:
+    """A column the row may lack (None then): sqlite3.Row has no `get`."""
+    try:
+        return row[name]
+    except (KeyError, IndexError):
+        return None
+
+
+def _decoded_output(value: Any, decode: Any) -> Any:
+    return None if value is None else decode(value)
 
 
 def _optional_int(value: Any) -> int | None:

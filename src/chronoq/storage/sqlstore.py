@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, LiteralString, Protocol
 
 from chronoq.core.fleet import RECENT, Fleet
-from chronoq.core.jobs import Job, RescueResult, Stat
+from chronoq.core.jobs import Job, JobProgress, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.errors import ConfigError
@@ -143,6 +143,12 @@ class SqlStore(ABC):
         """The arguments naming `refs` (ids and lease tokens) in the dialect's statements."""
 
     @abstractmethod
+    def _progress_args(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress]
+    ) -> dict[str, Any]:
+        """The arguments carrying each attempt's progress (or none) in a heartbeat."""
+
+    @abstractmethod
     def _lock_migrations(self, db: Connection) -> None:
         """Serialise concurrent migrations (a no-op where the transaction does already)."""
 
@@ -208,8 +214,11 @@ class SqlStore(ABC):
         with self._read() as db:
             return [self._job(row) for row in db.execute(self.Q["job_list"], args)]
 
-    def job_heartbeat_many(self, refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
-        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs))
+    def job_heartbeat_many(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress] | None = None
+    ) -> JobHeartbeatResult:
+        extra = self._progress_args(refs, progress or {})
+        return heartbeat_result(self._fenced_rows("job_heartbeat_many", refs, **extra))
 
     def job_cancelled_among(self, refs: Sequence[JobLeaseRef]) -> set[int]:
         if not refs:

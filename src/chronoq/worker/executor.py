@@ -22,8 +22,10 @@ from collections.abc import Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from chronoq.config import DEFAULT_OUTPUT_LIMIT
 from chronoq.core.jobs import Outcome
-from chronoq.errors import Discard, JobCancelled, JobTimeout, Retry
+from chronoq.core.validate import encode_output
+from chronoq.errors import Discard, InvalidOutput, JobCancelled, JobTimeout, Retry
 from chronoq.observability.eventlog import batch_extra
 from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings
@@ -43,9 +45,15 @@ class _Interrupted(Exception):
 class Executor:
     """Calls handlers of `tasks`; sync ones on `pool`'s threads."""
 
-    def __init__(self, tasks: Mapping[str, Task[Any, Any]], pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        tasks: Mapping[str, Task[Any, Any]],
+        pool: ThreadPoolExecutor,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> None:
         self.tasks = tasks
         self.pool = pool
+        self.output_limit = output_limit
 
     async def run(self, attempt: Attempt) -> JobFinishParams | None:
         """Run the handler; how the attempt ended (None: the handler completed the job in its
@@ -65,31 +73,36 @@ class Executor:
         if attempt.ctx.cancelled:
             return cancelled(attempt, None)  # cancelled while it waited for a slot
         try:
-            await self._call(attempt, task)
+            value = await self._call(attempt, task)
         except (Exception, SystemExit) as exc:
             return _raised(attempt, task, exc)
         if attempt.ctx.cancelled:
             return cancelled(attempt, None)
         if attempt.ctx.completed_in_transaction:
-            return None
-        return JobFinishParams(job.id, job.lease_token, Outcome.DONE)
+            return None  # its output, if any, went with the completion (complete_in)
+        try:
+            output = encode_output(job.task, value, self.output_limit)
+        except InvalidOutput as exc:
+            # Failed like any attempt: a retry may return something smaller, or go dead.
+            return failed(attempt, exc, delay=task.backoff.delay(job.attempts))
+        return JobFinishParams(job.id, job.lease_token, Outcome.DONE, output_json=output)
 
-    async def _call(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+    async def _call(self, attempt: Attempt, task: Task[Any, Any]) -> Any:
+        """The handler's return value."""
         if task.is_async:
-            await self._call_async(attempt, task)
-        else:
-            await self._call_in_thread(attempt, task)
+            return await self._call_async(attempt, task)
+        return await self._call_in_thread(attempt, task)
 
-    async def _call_async(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+    async def _call_async(self, attempt: Attempt, task: Task[Any, Any]) -> Any:
         args = (attempt.ctx,) if task.takes_context else ()
         attempt.on_loop = True
         try:
             if task.timeout is None:
                 # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
                 # manager and a task look-up per job for nothing.
-                await _async_call(task, args, attempt.job.payload)
+                value = await _async_call(task, args, attempt.job.payload)
             else:
-                await self._call_async_within(attempt, task, args, task.timeout)
+                value = await self._call_async_within(attempt, task, args, task.timeout)
         except asyncio.CancelledError:
             if _cancel_was_the_jobs(attempt):
                 raise cancelled_error(attempt) from None
@@ -97,21 +110,22 @@ class Executor:
         finally:
             attempt.on_loop = False
         _cancel_was_the_jobs(attempt)  # the handler swallowed the cancellation
+        return value
 
     @staticmethod
     async def _call_async_within(
         attempt: Attempt, task: Task[Any, Any], args: tuple[Any, ...], timeout: float
-    ) -> None:
+    ) -> Any:
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
-                await _async_call(task, args, attempt.job.payload)
+                return await _async_call(task, args, attempt.job.payload)
         except TimeoutError:
             if deadline.expired():
                 raise timed_out(task) from None
             raise
 
-    async def _call_in_thread(self, attempt: Attempt, task: Task[Any, Any]) -> None:
+    async def _call_in_thread(self, attempt: Attempt, task: Task[Any, Any]) -> Any:
         args = (attempt.ctx,) if task.takes_context else ()
         # The thread runs in this task's context: what the handler logs carries the job.
         context = contextvars.copy_context()
@@ -127,7 +141,7 @@ class Executor:
             future.add_done_callback(_discard_outcome)
             raise timed_out(task)
         attempt.in_thread = False
-        future.result()
+        return future.result()
 
 
 def _async_call(

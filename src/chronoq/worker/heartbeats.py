@@ -6,6 +6,9 @@ refused heartbeat means the lease had lapsed and the job was rescued: the attemp
 lost (its handler sees `JobLost` on its next heartbeat or completion, and its result will be
 discarded) and a `LeaseLost` event says so.
 
+Each heartbeat carries the progress its attempts reported since their last one
+(`JobContext.progress`), stored only while the attempt still holds the lease (the same fence).
+
 The same heartbeat tells which held jobs were cancelled while they ran (a cancel keeps the
 attempt's token): the attempt is marked cancelled, its async handler is cancelled at once (a
 sync one sees `ctx.cancelled`), and an `AttemptCancelled` event says so. Learning of a cancel
@@ -49,14 +52,21 @@ class LeaseKeeper:
             await self.beat()
 
     async def beat(self) -> None:
-        """Heartbeat every held attempt that is due, or nearly."""
+        """Heartbeat every held attempt that is due, or nearly; attempts with progress to
+        report ride along with a batch that goes anyway (they cost no round trip of their
+        own, and their progress waits for their own beat otherwise)."""
         now = time.monotonic()
-        batch = [a for a in self.holdings if _held(a) and _due_soon(a, now)]
+        held = [a for a in self.holdings if _held(a)]
+        batch = [a for a in held if _due_soon(a, now)]
         if not batch:
             return
+        due = set(map(id, batch))
+        batch += [a for a in held if id(a) not in due and a.ctx.unsent_progress() is not None]
+        unsent = {a.job.id: report for a in batch if (report := a.ctx.unsent_progress())}
+        progress = {job_id: report[1] for job_id, report in unsent.items()}
         try:
             result: JobHeartbeatResult = await self.io(
-                self.store.job_heartbeat_many, [a.ctx.ref for a in batch]
+                self.store.job_heartbeat_many, [a.ctx.ref for a in batch], progress
             )
         except StoreError as exc:
             extra = batch_extra("worker.heartbeat_error", self.worker_id, [a.job for a in batch])
@@ -68,6 +78,8 @@ class LeaseKeeper:
                 self._cancelled(attempt)
             elif attempt.job.id not in result.renewed:
                 self._refused(attempt)
+            elif attempt.job.id in unsent:
+                attempt.ctx.progress_sent(unsent[attempt.job.id][0])
 
     def _cancelled(self, attempt: Attempt) -> None:
         """The job was cancelled while this attempt held it: stop the handler. One whose result

@@ -106,6 +106,9 @@ class WorkerOptions:
     # A job of a task this worker does not know, which a live worker serving its queue does
     # know, is given back to be due again this many seconds later (see `Worker._hand_off`).
     hand_off_delay: float = 2.0
+    # The largest handler return value (JSON, bytes) stored as output; None: the app's
+    # `output_limit` setting.
+    output_limit: int | None = None
 
     def validated(self) -> WorkerOptions:
         if self.concurrency < 1:
@@ -117,6 +120,14 @@ class WorkerOptions:
                 raise ConfigError(f"{name} must be positive seconds, got {getattr(self, name)}")
         if self.hand_off_delay < 0:
             raise ConfigError(f"hand_off_delay must not be negative, got {self.hand_off_delay}")
+        if self.output_limit is not None and (
+            isinstance(self.output_limit, bool)
+            or not isinstance(self.output_limit, int)
+            or self.output_limit < 1
+        ):
+            raise ConfigError(
+                f"output_limit must be a positive number of bytes, got {self.output_limit!r}"
+            )
         if self.shutdown_grace < 0:
             raise ConfigError(f"shutdown_grace must not be negative, got {self.shutdown_grace}")
         return self
@@ -185,7 +196,8 @@ class Worker:
         self._handler_pool = ThreadPoolExecutor(
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
-        self.executor = Executor(app.tasks, self._handler_pool)
+        output_limit = opts.output_limit or app.config.output_limit
+        self.executor = Executor(app.tasks, self._handler_pool, output_limit)
         self.fleet = FleetLookup(lambda: app.store, max_age=1.0)
         self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
         self._info = this_process(
@@ -414,7 +426,13 @@ class Worker:
             return
         jobs = await self._hand_off(jobs)
         for job in jobs:
-            ctx = JobContext(job, self.worker_id, self.app.store, on_fenced=self._fenced)
+            ctx = JobContext(
+                job,
+                self.worker_id,
+                self.app.store,
+                on_fenced=self._fenced,
+                output_limit=self.executor.output_limit,
+            )
             self.holdings.hold(Attempt(job, ctx))
         self._start_buffered()
         self._rt.leases.wake.set()

@@ -216,7 +216,7 @@ function startOverview(root) {
 
 // -- live job page --------------------------------------------------------------------------
 
-// A job still pending or running reloads its page when its status or attempts change.
+// A job still pending or running reloads its page when its status, attempts or progress change.
 function startLiveJob(root) {
   const every = Number(root.dataset.poll) || 2000;
   const tick = async () => {
@@ -224,7 +224,11 @@ function startLiveJob(root) {
       const response = await fetch(root.dataset.live, { credentials: "same-origin", cache: "no-store" });
       if (response.ok) {
         const job = await response.json();
-        if (job.status !== root.dataset.status || String(job.attempts) !== root.dataset.attempts) {
+        // Compared as numbers: Python and JavaScript may write the same float differently.
+        const shown = root.dataset.progress === "" ? null : Number(root.dataset.progress);
+        const moved = job.status !== root.dataset.status || String(job.attempts) !== root.dataset.attempts;
+        const reported = job.progress !== shown || (job.progress_note || "") !== root.dataset.note;
+        if (moved || reported) {
           window.location.reload();
           return;
         }

@@ -361,7 +361,8 @@ WHERE j.id = d.id AND j.status = 'pending'
 -- exception: a cancelled outcome of an attempt whose job was cancelled while it ran (the cancel
 -- keeps the token) is recorded, so the attempt joins the history; the job stays cancelled, as of
 -- the cancel. An error joins the history stamped by the store with the attempt it belongs to,
--- its start and its end; the clock is read once so that end equals finished_at.
+-- its start and its end; the clock is read once so that end equals finished_at. A done outcome
+-- stores the handler's output (JSON text, or NULL); a retry clears the attempt's progress.
 WITH clock AS MATERIALIZED (
     SELECT clock_timestamp() AS now
 ),
@@ -369,8 +370,8 @@ outcome AS (
     SELECT *
     FROM unnest(
         %(ids)s::bigint[], %(tokens)s::bigint[], %(outcomes)s::text[],
-        %(delays)s::float8[], %(errors)s::jsonb[], %(keeps)s::bool[]
-    ) AS o(id, token, outcome, delay, error, keep)
+        %(delays)s::float8[], %(errors)s::jsonb[], %(keeps)s::bool[], %(outputs)s::text[]
+    ) AS o(id, token, outcome, delay, error, keep, output)
 )
 UPDATE chronoq_jobs AS j
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
@@ -384,7 +385,10 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
                   ELSE j.errors || jsonb_build_array(o.error || jsonb_build_object(
                       'attempt', j.attempts, 'started_at', j.started_at,
                       'finished_at', clock.now))
-             END
+             END,
+    output = CASE WHEN o.outcome = 'done' THEN o.output::jsonb ELSE j.output END,
+    progress = CASE WHEN o.outcome = 'retry' THEN NULL ELSE j.progress END,
+    progress_note = CASE WHEN o.outcome = 'retry' THEN NULL ELSE j.progress_note END
 FROM outcome AS o, clock
 WHERE j.id = o.id AND j.lease_token = o.token
   AND (j.status = 'running'
@@ -392,21 +396,23 @@ WHERE j.id = o.id AND j.lease_token = o.token
 RETURNING j.id
 
 -- name: job_complete_many
--- The common batch, every attempt done and nothing to record: job_finish_many's effect for the
--- outcome 'done', with two arrays to send instead of six and no per-row CASE to evaluate. Fenced
--- the same way; a cancelled job is left alone (a done outcome never joins its history).
+-- The common batch, every attempt done with no output and nothing to record: job_finish_many's
+-- effect for the outcome 'done', with two arrays to send instead of seven and no per-row CASE to
+-- evaluate. Fenced the same way; a cancelled job is left alone (a done outcome never joins its
+-- history).
 WITH clock AS MATERIALIZED (
     SELECT clock_timestamp() AS now
 )
 UPDATE chronoq_jobs AS j
-SET status = 'done', locked_until = NULL, finished_at = clock.now
+SET status = 'done', locked_until = NULL, finished_at = clock.now, output = NULL
 FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS o(id, token), clock
 WHERE j.id = o.id AND j.lease_token = o.token AND j.status = 'running'
 RETURNING j.id
 
 -- name: job_complete_in
 UPDATE chronoq_jobs
-SET status = 'done', locked_until = NULL, finished_at = clock_timestamp()
+SET status = 'done', locked_until = NULL, finished_at = clock_timestamp(),
+    output = %(output)s::text::jsonb
 WHERE id = %(id)s AND lease_token = %(token)s AND status = 'running'
 RETURNING id
 
@@ -417,12 +423,19 @@ RETURNING id
 -- attempt, whose worker then stops it. A cancelled row is matched
 -- by the UPDATE rather than read beside it: a cancel that commits while this statement waits for
 -- the row's lock is then seen (the row is re-checked after the wait), and the attempt is never
--- taken for lost. Its lease stays cleared.
+-- taken for lost. Its lease stays cleared. A running attempt's progress rides along (NULL: none
+-- reported since its last heartbeat), fenced like the lease.
 UPDATE chronoq_jobs AS j
 SET locked_until = CASE WHEN j.status = 'running'
                         THEN clock_timestamp() + j.lease_seconds * interval '1 second'
-                        ELSE j.locked_until END
-FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS r(id, token)
+                        ELSE j.locked_until END,
+    progress = CASE WHEN j.status = 'running' AND r.progress IS NOT NULL
+                    THEN r.progress ELSE j.progress END,
+    progress_note = CASE WHEN j.status = 'running' AND r.progress IS NOT NULL
+                         THEN r.note ELSE j.progress_note END
+FROM unnest(
+    %(ids)s::bigint[], %(tokens)s::bigint[], %(progress)s::float8[], %(notes)s::text[]
+) AS r(id, token, progress, note)
 WHERE j.id = r.id AND j.lease_token = r.token
   AND (j.status = 'running' OR (j.status = 'cancelled' AND j.worker_id IS NOT NULL))
 RETURNING j.id, j.status
@@ -489,6 +502,8 @@ SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' E
     finished_at = CASE WHEN j.attempts >= j.max_attempts THEN clock.now END,
     locked_until = NULL,
     worker_id = NULL,
+    progress = NULL,
+    progress_note = NULL,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
         'attempt', j.attempts,
         'error', 'LeaseExpired',

@@ -30,6 +30,11 @@ CREATE TABLE chronoq_jobs (
     ticks         integer          NOT NULL DEFAULT 1,
     -- Writes refused because they named a stale lease token.
     fence_rejections integer       NOT NULL DEFAULT 0,
+    -- The handler's return value, stored with the fenced completion.
+    output        jsonb,
+    -- How far the running attempt has come (0..1) and what it said, carried by its heartbeats.
+    progress      double precision,
+    progress_note text,
     -- text plus CHECK rather than an enum type: a new state is a one-line migration that can run
     -- inside a transaction.
     CONSTRAINT chronoq_jobs_status_check
@@ -42,7 +47,8 @@ CREATE TABLE chronoq_jobs (
         CHECK (misfire IN ('run_late', 'skip')
                AND (misfire <> 'skip' OR misfire_grace >= 0)),
     CONSTRAINT chronoq_jobs_tick_check
-        CHECK ((schedule IS NULL) = (tick IS NULL) AND ticks >= 1)
+        CHECK ((schedule IS NULL) = (tick IS NULL) AND ticks >= 1),
+    CONSTRAINT chronoq_jobs_progress_check CHECK (progress BETWEEN 0 AND 1)
 );
 
 -- Claims walk this index in claim order and stop at the first not-yet-due row of a priority.
@@ -95,6 +101,25 @@ CREATE TRIGGER chronoq_jobs_notify_update
     AFTER UPDATE ON chronoq_jobs
     REFERENCING NEW TABLE AS chronoq_changed_rows
     FOR EACH STATEMENT EXECUTE FUNCTION chronoq_notify_jobs_v1();
+
+-- One notification per statement that leaves jobs in a final state, for `App.wait`: its waiters
+-- look at their own jobs again. No payload: a statement can finish thousands of jobs, more ids
+-- than a notification holds, and a waiter's look is one primary-key read.
+CREATE FUNCTION chronoq_notify_finished_v1() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM chronoq_changed_rows
+               WHERE status IN ('done', 'dead', 'cancelled', 'skipped')) THEN
+        PERFORM pg_notify('chronoq_jobs_finished', '');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER chronoq_jobs_notify_finished
+    AFTER UPDATE ON chronoq_jobs
+    REFERENCING NEW TABLE AS chronoq_changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION chronoq_notify_finished_v1();
 
 CREATE TABLE chronoq_schedules (
     name           text             PRIMARY KEY,

@@ -36,3 +36,7 @@ SELECT clock_timestamp() AS now
 
 -- name: listen
 LISTEN chronoq_jobs
+
+-- name: listen_finished
+-- Statements that left jobs in a final state (see chronoq_notify_finished_v1): App.wait.
+LISTEN chronoq_jobs_finished

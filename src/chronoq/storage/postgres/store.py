@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from chronoq.core.jobs import MAX_ID, Claim, Job, Outcome, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -294,7 +294,9 @@ class PostgresStore(SqlStore):
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()
-        if all(p.outcome == Outcome.DONE and p.error is None for p in params):
+        if all(
+            p.outcome == Outcome.DONE and p.error is None and p.output_json is None for p in params
+        ):
             return self._complete_many(params)
         args = {
             "ids": [p.id for p in params],
@@ -302,6 +304,7 @@ class PostgresStore(SqlStore):
             "outcomes": [str(p.outcome) for p in params],
             "delays": [retry_delay(p.retry_delay) for p in params],
             "keeps": [p.keep_place for p in params],
+            "outputs": [p.output_json for p in params],
             "errors": [
                 Jsonb(storable_text(p.error)) if p.error is not None else None for p in params
             ],
@@ -318,14 +321,16 @@ class PostgresStore(SqlStore):
             _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
         return accepted
 
-    def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
+    def job_complete_in(self, conn: Any, ref: JobLeaseRef, output_json: str | None = None) -> bool:
         with conn.cursor() as cur:
-            cur.execute(Q["job_complete_in"], {"id": ref.id, "token": ref.lease_token})
+            cur.execute(Q["job_complete_in"], _complete_args(ref, output_json))
             return cur.fetchone() is not None
 
-    async def job_complete_in_async(self, conn: Any, ref: JobLeaseRef) -> bool:
+    async def job_complete_in_async(
+        self, conn: Any, ref: JobLeaseRef, output_json: str | None = None
+    ) -> bool:
         async with conn.cursor() as cur:
-            await cur.execute(Q["job_complete_in"], {"id": ref.id, "token": ref.lease_token})
+            await cur.execute(Q["job_complete_in"], _complete_args(ref, output_json))
             return await cur.fetchone() is not None
 
     def _fenced_rows(
@@ -342,6 +347,15 @@ class PostgresStore(SqlStore):
     @staticmethod
     def _refs_args(refs: Sequence[JobLeaseRef]) -> dict[str, Any]:
         return {"ids": [r.id for r in refs], "tokens": [r.lease_token for r in refs]}
+
+    def _progress_args(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress]
+    ) -> dict[str, Any]:
+        reported = [progress.get(r.id) for r in refs]
+        return {
+            "progress": [p.fraction if p is not None else None for p in reported],
+            "notes": [p.note if p is not None else None for p in reported],
+        }
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._conn() as conn:
@@ -380,6 +394,9 @@ class PostgresStore(SqlStore):
     def open_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display)
 
+    def open_finish_listener(self) -> PostgresListener:
+        return PostgresListener(self.dsn, self.dsn_display, channel="listen_finished")
+
     def close(self) -> None:
         self._pool.close()
 
@@ -393,6 +410,10 @@ def _attempt_args(params: JobClaimParams | JobClaimIdsParams) -> dict[str, Any]:
         "max_attempts": Jsonb(dict(params.max_attempts)),
         "default_max_attempts": params.default_max_attempts,
     }
+
+
+def _complete_args(ref: JobLeaseRef, output_json: str | None) -> dict[str, Any]:
+    return {"id": ref.id, "token": ref.lease_token, "output": output_json}
 
 
 def _db_now(conn: psycopg.Connection[dict[str, Any]]) -> datetime:
@@ -553,7 +574,9 @@ def _results(
 class PostgresListener:
     """LISTEN on a dedicated connection; `wait` returns on the first notification."""
 
-    def __init__(self, dsn: str, dsn_display: str) -> None:
+    def __init__(self, dsn: str, dsn_display: str, *, channel: str = "listen") -> None:
+        """`channel`: the statement that subscribes (`listen`: jobs that became pending,
+        `listen_finished`: jobs that reached a final state)."""
         self._dsn_display = dsn_display
         try:
             self._conn = psycopg.connect(dsn, autocommit=True)
@@ -563,7 +586,7 @@ class PostgresListener:
             ) from None
         try:
             _configure_session(self._conn)
-            self._conn.execute(Q["listen"])
+            self._conn.execute(Q[channel])
         except BaseException:
             self._conn.close()
             raise

@@ -214,11 +214,15 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
                       '$.finished_at',
                           strftime('%Y-%m-%dT%H:%M:%S', :now / 1000000, 'unixepoch')
                           || printf('.%06d+00:00', :now % 1000000)))
-             END
+             END,
+    output = CASE WHEN o.outcome = 'done' THEN o.output ELSE chronoq_jobs.output END,
+    progress = CASE WHEN o.outcome = 'retry' THEN NULL ELSE chronoq_jobs.progress END,
+    progress_note = CASE WHEN o.outcome = 'retry' THEN NULL ELSE chronoq_jobs.progress_note END
 FROM (
     SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.token') AS token,
            json_extract(value, '$.outcome') AS outcome, json_extract(value, '$.delay') AS delay,
-           json_extract(value, '$.error') AS error, json_extract(value, '$.keep') AS keep
+           json_extract(value, '$.error') AS error, json_extract(value, '$.keep') AS keep,
+           json_extract(value, '$.output') AS output
     FROM json_each(:items)
 ) AS o
 WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
@@ -229,18 +233,24 @@ RETURNING chronoq_jobs.id
 
 -- name: job_complete_in
 UPDATE chronoq_jobs
-SET status = 'done', locked_until = NULL, finished_at = :now
+SET status = 'done', locked_until = NULL, finished_at = :now, output = :output
 WHERE id = :id AND lease_token = :token AND status = 'running'
 RETURNING id
 
 -- name: job_heartbeat_many
 -- Renews running attempts and names, by status, those whose job was cancelled while they ran
--- (see the PostgreSQL query).
+-- (see the PostgreSQL query), with the progress each reported since its last heartbeat.
 UPDATE chronoq_jobs
 SET locked_until = CASE WHEN status = 'running'
                         THEN :now + CAST(lease_seconds * 1000000 AS INTEGER)
-                        ELSE locked_until END
-FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
+                        ELSE locked_until END,
+    progress = CASE WHEN status = 'running' AND r.fraction IS NOT NULL
+                    THEN r.fraction ELSE chronoq_jobs.progress END,
+    progress_note = CASE WHEN status = 'running' AND r.fraction IS NOT NULL
+                         THEN r.note ELSE chronoq_jobs.progress_note END
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token,
+             json_extract(value, '$[2]') AS fraction, json_extract(value, '$[3]') AS note
+      FROM json_each(:beats)) AS r
 WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
   AND (chronoq_jobs.status = 'running'
        OR (chronoq_jobs.status = 'cancelled' AND chronoq_jobs.worker_id IS NOT NULL))
@@ -287,6 +297,8 @@ SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN attempts >= max_attempts THEN :now END,
     locked_until = NULL,
     worker_id = NULL,
+    progress = NULL,
+    progress_note = NULL,
     errors = json_insert(errors, '$[#]', json_object(
         'attempt', attempts,
         'error', 'LeaseExpired',

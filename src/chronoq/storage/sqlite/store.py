@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import MAX_ID, Claim, Job, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -304,6 +304,7 @@ class SqliteStore(SqlStore):
                 "delay": retry_delay(p.retry_delay),
                 "error": storable_text(p.error),
                 "keep": p.keep_place,
+                "output": p.output_json,
             }
             for p in params
         ]
@@ -315,8 +316,8 @@ class SqliteStore(SqlStore):
             _count_fence_rejections(db, [(p.id, p.lease_token) for p in params], accepted)
         return accepted
 
-    def job_complete_in(self, conn: Any, ref: JobLeaseRef) -> bool:
-        args = {"id": ref.id, "token": ref.lease_token, "now": now_micros()}
+    def job_complete_in(self, conn: Any, ref: JobLeaseRef, output_json: str | None = None) -> bool:
+        args = {"id": ref.id, "token": ref.lease_token, "now": now_micros(), "output": output_json}
         return conn.execute(Q["job_complete_in"], args).fetchone() is not None
 
     def _fenced_rows(self, query: str, refs: Sequence[JobLeaseRef], **extra: Any) -> list[Any]:
@@ -332,6 +333,12 @@ class SqliteStore(SqlStore):
     @staticmethod
     def _refs_args(refs: Sequence[JobLeaseRef]) -> dict[str, Any]:
         return {"refs": json.dumps([[r.id, r.lease_token] for r in refs])}
+
+    def _progress_args(
+        self, refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress]
+    ) -> dict[str, Any]:
+        beats = [[r.id, r.lease_token, *_progress_pair(progress.get(r.id))] for r in refs]
+        return {"beats": json.dumps(beats)}
 
     def job_next_wakeup(self, queues: Sequence[str]) -> Wakeup:
         with self._read() as db:
@@ -389,6 +396,9 @@ class SqliteStore(SqlStore):
 
     def open_listener(self) -> SqliteListener:
         return SqliteListener(self.path)
+
+    def open_finish_listener(self) -> SqliteListener:
+        return SqliteListener(self.path)  # any commit: a waiter looks at its job again
 
     def close(self) -> None:
         with self._lock:
@@ -602,6 +612,10 @@ def _count_fence_rejections(
     refused = [[job_id, token] for job_id, token in pairs if job_id not in accepted]
     if refused:
         db.execute(Q["job_fence_rejected"], {"refs": json.dumps(refused)})
+
+
+def _progress_pair(progress: JobProgress | None) -> tuple[float | None, str | None]:
+    return (None, None) if progress is None else (progress.fraction, progress.note)
 
 
 def _micros(moment: datetime | None) -> int | None:
