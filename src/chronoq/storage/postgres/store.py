@@ -236,7 +236,7 @@ class PostgresStore(SqlStore):
             **_attempt_args(params),
         }
         with self._conn() as conn:
-            rows = conn.execute(Q["job_claim"], args).fetchall()
+            rows = conn.execute(Q["job_claim"], args, binary=True).fetchall()
             first = rows[0]
             wakeup = Wakeup(
                 first["wakeup_db_now"],
@@ -315,7 +315,10 @@ class PostgresStore(SqlStore):
         return accepted
 
     def _complete_many(self, params: Sequence[JobFinishParams]) -> set[int]:
-        args = {"ids": [p.id for p in params], "tokens": [p.lease_token for p in params]}
+        args = {
+            "ids": bigint_array_text([p.id for p in params]),
+            "tokens": bigint_array_text([p.lease_token for p in params]),
+        }
         with self._conn() as conn:
             accepted = {row["id"] for row in conn.execute(Q["job_complete_many"], args)}
             _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
@@ -421,6 +424,13 @@ def _db_now(conn: psycopg.Connection[dict[str, Any]]) -> datetime:
     assert row is not None
     now: datetime = row["now"]
     return now
+
+
+def bigint_array_text(values: Sequence[int]) -> str:
+    """A list of ints as PostgreSQL's array text, for a `%s::bigint[]` parameter. psycopg dumps a
+    list element by element in Python, with a regular-expression test for quoting on each; the
+    finish of every batch sends two such lists, and ints never need quoting."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _count_fence_rejections(
