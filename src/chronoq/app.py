@@ -139,8 +139,9 @@ class Task(Generic[P, R]):
 
     def configure(self, **options: Unpack[DeferOptions]) -> Deferrer[P]:
         """This task with enqueue options, each checked now: `delay` or `run_at`, `key`,
-        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key` and
-        `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async` take the payload::
+        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key`,
+        `unique_for` and `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async`
+        take the payload::
 
             send_email.configure(delay="4h", key="welcome-42").defer(to="a@b.c", subject="hi")
         """
@@ -342,6 +343,7 @@ class App:
         misfire: str | None = None,
         misfire_grace: timedelta | float | str | None = None,
         rate_key: str | None = None,
+        unique_for: timedelta | float | str | None = None,
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one job. With `conn` (a psycopg or sqlite3 connection in an open
@@ -349,7 +351,13 @@ class App:
 
         `misfire="skip"` with `misfire_grace` (a duration) ends the job `skipped` if a worker
         gets to it later than the grace. `rate_key` names the key whose limit it counts against
-        (see `App.limit_keys`)."""
+        (see `App.limit_keys`).
+
+        `key` makes the job unique among live jobs: while a pending or running job holds the
+        key, enqueuing it again returns that job (`created=False`). `unique_for` (a duration,
+        with `key`) makes it unique for that period from the first job's enqueue, on the
+        database clock: within it, enqueuing the key returns the first job even after it
+        finished, and even after the pruner deleted it."""
         spec = JobSpec(
             task,
             payload,
@@ -362,6 +370,7 @@ class App:
             misfire=misfire,
             misfire_grace=misfire_grace,
             rate_key=rate_key,
+            unique_for=unique_for,
         )
         return self._insert_many([self._preparer()(spec)], conn)[0]
 

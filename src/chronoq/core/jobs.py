@@ -83,6 +83,9 @@ class Job:
     ticks: int = 1  # ticks it stands for: more than 1 when missed ticks were coalesced
     # Writes refused because they named a stale lease token (a worker that lost the job).
     fence_rejections: int = 0
+    # The W3C trace context (traceparent, tracestate) of the enqueue, when it was traced
+    # (chronoq.otel): every attempt's span links to it.
+    trace_context: dict[str, str] | None = None
 
     @property
     def out_of_attempts(self) -> bool:

@@ -27,7 +27,10 @@ from chronoq.core.schedules import Schedule
 # field). Nothing mutates them.
 @dataclass(slots=True)
 class JobInsertParams:
-    """One job to enqueue. `payload_json` is already validated, encoded JSON of an object."""
+    """One job to enqueue. `payload_json` is already validated, encoded JSON of an object.
+    `unique_for` (seconds, with a `key`): an enqueue of the key within that period of the
+    enqueue of the job that took it returns that job, finished or not. `trace_context`: the
+    W3C trace context of the enqueue as encoded JSON (`chronoq.otel`)."""
 
     queue: str
     task: str
@@ -44,11 +47,14 @@ class JobInsertParams:
     schedule: str | None = None
     tick: datetime | None = None
     ticks: int = 1
+    unique_for: float | None = None
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobInsertResult:
-    """The id of the enqueued job; `created` is False when a live job already held the key."""
+    """The id of the enqueued job; `created` is False when a live job already held the key, or
+    (`unique_for`) a job took the key within the period."""
 
     id: int
     created: bool
@@ -551,7 +557,8 @@ class JobStore(Protocol):
         ...
 
     def job_prune(self, params: JobPruneParams) -> int:
-        """Delete up to `limit` old finished jobs, and key buckets that have refilled."""
+        """Delete up to `limit` old finished jobs, key buckets that have refilled, and the
+        records of keys whose period has passed."""
         ...
 
     # -- queues ---------------------------------------------------------------------------

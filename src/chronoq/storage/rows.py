@@ -64,7 +64,12 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = N
         tick=convert(row["tick"]),
         ticks=int(row["ticks"]),
         fence_rejections=int(row["fence_rejections"]),
+        trace_context=_optional(row["trace_context"], decode),
     )
+
+
+def _optional(value: Any, decode: Any) -> Any:
+    return None if value is None else decode(value)
 
 
 def _optional_int(value: Any) -> int | None:
