@@ -65,6 +65,7 @@ from chronoq.deferrer import DEFER_OPTIONS, DeferOptions, Deferrer, configure, p
 from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
 from chronoq.fleet import FleetLookup
 from chronoq.observability.events import JobsEnqueued, Observers
+from chronoq.observability.tracing import EnqueueTracer
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
@@ -178,6 +179,8 @@ class App:
     `observers` get the events of this app's enqueues, and of every worker and scheduler
     running it (see `chronoq.observability.events`). `metrics` (a
     `chronoq.observability.metrics.Metrics`, None by default) is one: setting it subscribes it.
+    `tracing` (None by default) wraps each enqueue's insert in a span: `chronoq.otel.instrument`
+    sets it (see `chronoq.observability.tracing`).
     """
 
     def __init__(
@@ -194,6 +197,7 @@ class App:
         self.config = base.with_dsn(dsn)
         self.observers = Observers()
         self._metrics: Metrics | None = None
+        self.tracing: EnqueueTracer | None = None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.limits: dict[str, QueueLimitParams] = {}
@@ -441,6 +445,10 @@ class App:
         return lambda spec: prepare(spec, tasks, defaults, JobInsertParams)
 
     def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
+        if self.tracing is not None:
+            # Every job is stamped with the span's context before the first is sent.
+            jobs = list(params)
+            return self._traced(jobs, lambda: self.store.job_insert_stream(count, iter(jobs)))
         if not self.observers.wants(JobsEnqueued):
             return _enqueued(self.store.job_insert_stream(count, params))
         sent: list[JobInsertParams] = []
@@ -448,7 +456,18 @@ class App:
         return self._count_enqueued(sent, results)
 
     def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:
+        if self.tracing is not None:
+            return self._traced(params, lambda: self.store.job_insert_many(params, conn=conn))
         return self._count_enqueued(params, self.store.job_insert_many(params, conn=conn))
+
+    def _traced(
+        self, params: list[JobInsertParams], insert: Callable[[], list[JobInsertResult]]
+    ) -> list[Enqueued]:
+        assert self.tracing is not None
+        with self.tracing.sending(params) as sent:
+            results = insert()
+            sent(results)
+        return self._count_enqueued(params, results)
 
     async def _insert_async(self, conn: Any, params: list[JobInsertParams]) -> list[Enqueued]:
         insert: Callable[..., Awaitable[list[JobInsertResult]]] | None = getattr(
@@ -456,7 +475,12 @@ class App:
         )
         if insert is None:
             raise ConfigError("an async connection can only join a PostgreSQL store")
-        return self._count_enqueued(params, await insert(params, conn))
+        if self.tracing is None:
+            return self._count_enqueued(params, await insert(params, conn))
+        with self.tracing.sending(params) as sent:
+            results = await insert(params, conn)
+            sent(results)
+        return self._count_enqueued(params, results)
 
     def _count_enqueued(
         self, params: Sequence[JobInsertParams], results: list[JobInsertResult]

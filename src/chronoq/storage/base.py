@@ -24,7 +24,8 @@ from chronoq.core.schedules import Schedule
 
 # JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the
 # hot paths, and a frozen dataclass costs three times as much to build (object.__setattr__ per
-# field). Nothing mutates them.
+# field). Nothing mutates them, but for the enqueue's tracer, which stamps `trace_context` on
+# the jobs it is about to insert (chronoq.observability.tracing).
 @dataclass(slots=True)
 class JobInsertParams:
     """One job to enqueue. `payload_json` is already validated, encoded JSON of an object.

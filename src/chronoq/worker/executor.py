@@ -118,6 +118,7 @@ class Executor:
 
 def _raised(attempt: Attempt, task: Task[Any, Any], exc: BaseException) -> JobFinishParams:
     """How an attempt whose handler raised `exc` ended."""
+    attempt.exception = exc
     if attempt.ctx.cancelled or isinstance(exc, JobCancelled):
         return cancelled(attempt, exc)
     if isinstance(exc, Retry):
