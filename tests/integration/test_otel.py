@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -25,6 +26,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import chronoq
 from chronoq.otel import instrument, uninstrument
+from chronoq.storage.base import JobListParams
+from chronoq.storage.postgres.store import COPY_THRESHOLD
 from chronoq.testing import drain
 
 DEADLINE = 60.0
@@ -193,18 +196,44 @@ def test_child_propagation_puts_every_attempt_in_the_enqueue_trace(
         assert span.links == ()
 
 
+@pytest.mark.parametrize(("count", "keyed"), [(4, True), (COPY_THRESHOLD + 1, False)])
 def test_a_batch_is_one_send_span_whose_context_every_job_carries(
-    app: chronoq.App, traces: Traces
+    app: chronoq.App, traces: Traces, count: int, keyed: bool
 ) -> None:
-    results = app.enqueue_many(
-        [chronoq.JobSpec("report", {"n": n}, queue="nightly") for n in range(3)]
-        + [chronoq.JobSpec("report", {"n": 3}, queue="nightly", key="r3")]
-    )
+    # Keyed: one multi-row insert; keyless and large: COPY on PostgreSQL, streamed.
+    specs = [chronoq.JobSpec("report", {"n": n}, queue="nightly") for n in range(count - 1)]
+    specs.append(chronoq.JobSpec("report", {}, queue="nightly", key="r" if keyed else None))
+    results = app.enqueue_many(specs)
     send = traces.one("send nightly")
-    assert dict(send.attributes or {})["messaging.batch.message_count"] == 4
+    assert dict(send.attributes or {})["messaging.batch.message_count"] == count
     assert "messaging.message.id" not in (send.attributes or {})
-    contexts = {str(app.get_job(result.id).trace_context) for result in results}  # type: ignore[union-attr]
-    assert len(contexts) == 1
+    stored = app.store.job_list(JobListParams(limit=count + 1))
+    assert {job.id for job in stored} == {result.id for result in results}
+    trace_id, span_id = _ids(send)
+    parents = {(job.trace_context or {})["traceparent"].rsplit("-", 1)[0] for job in stored}
+    assert parents == {f"00-{trace_id:032x}-{span_id:016x}"}
+
+
+@pytest.mark.postgres
+def test_an_async_enqueue_in_the_callers_transaction_is_traced(pg_dsn: str, traces: Traces) -> None:
+    async def enqueue_twice(app: chronoq.App) -> list[chronoq.Enqueued]:
+        async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+            first = await app.enqueue_async("report", conn=conn, queue="q", key="k")
+            again = await app.enqueue_async(
+                "report", conn=conn, queue="q", key="k", unique_for="1h"
+            )
+            await conn.commit()
+        return [first, again]
+
+    with chronoq.App(pg_dsn) as app:
+        instrument(app, tracer_provider=traces.provider)
+        first, again = asyncio.run(enqueue_twice(app))
+        assert again == chronoq.Enqueued(first.id, created=False)
+        job = app.get_job(first.id)
+    sends = traces.spans("send q")
+    assert [dict(s.attributes or {})["chronoq.job.created"] for s in sends] == [True, False]
+    assert job is not None and job.trace_context is not None
+    assert job.trace_context["traceparent"].split("-")[2] == f"{_ids(sends[0])[1]:016x}"
 
 
 def test_a_key_held_by_a_live_job_is_a_send_span_that_created_nothing(
