@@ -783,6 +783,16 @@ def test_a_key_unique_for_a_period_returns_the_finished_first_job(
     assert enqueue_result(db, "send_email", {"to": "d"}, key="k")[1]
 
 
+def test_a_period_postgresql_cannot_read_is_refused_before_the_call(
+    db: psycopg.Connection[Row], pg_store: PostgresStore
+) -> None:
+    _beat(pg_store, _worker("w:1:a", _task()))
+    error = refused(db, "send_email", {"to": "a"}, key="k", unique_for="an hour")
+    assert error.sqlstate == "22007"  # invalid_datetime_format, from the cast to interval
+    assert 'invalid input syntax for type interval: "an hour"' in str(error)
+    assert _job_count(db) == 0
+
+
 def test_unique_for_is_the_last_positional_argument_and_takes_text(
     db: psycopg.Connection[Row], pg_store: PostgresStore
 ) -> None:
