@@ -66,7 +66,14 @@ def test_migrate_is_idempotent(url: str) -> None:
 def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'new.db'}"
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {
-        "applied": ["0001_jobs", "0002_time", "0003_observe", "0004_tier", "0005_fleet"]
+        "applied": [
+            "0001_jobs",
+            "0002_time",
+            "0003_observe",
+            "0004_tier",
+            "0005_fleet",
+            "0008_unique_trace",
+        ]
     }
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
 
@@ -76,9 +83,12 @@ def test_migrate_on_postgresql_reverts_and_applies_its_own_migration(pg_dsn: str
     """0006 (enqueue from SQL) is PostgreSQL's alone: down to 0005 reverts it, up applies it."""
     try:
         down = run_cli("migrate", "--dsn", pg_dsn, "--to", "0005", "--json")
-        assert down.json() == {"applied": [], "reverted": ["0006_enqueue_function"]}
+        assert down.json() == {
+            "applied": [],
+            "reverted": ["0008_unique_trace", "0006_enqueue_function"],
+        }
         up = run_cli("migrate", "--dsn", pg_dsn)
-        assert up.out == "applied 0006_enqueue_function\n"
+        assert up.out == "applied 0006_enqueue_function\napplied 0008_unique_trace\n"
     finally:
         run_cli("migrate", "--dsn", pg_dsn)  # the shared database stays fully migrated
     assert run_cli("migrate", "--dsn", pg_dsn, "--json").json() == {"applied": []}
