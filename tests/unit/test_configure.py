@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -102,6 +103,15 @@ def _only_job(app: chronoq.App) -> chronoq.Job:
         pytest.param(
             {"key": "k", "unique_for": [1]}, InvalidDuration, "^unique_for must be a", id="type"
         ),
+        pytest.param(
+            {"key": "k", "unique_for": True}, InvalidDuration, "^unique_for must be a", id="bool"
+        ),
+        pytest.param({"key": "k", "unique_for": math.nan}, InvalidDuration, "positive", id="nan"),
+        pytest.param({"key": "k", "unique_for": math.inf}, InvalidDuration, "100 years", id="inf"),
+        pytest.param(
+            {"key": "k", "unique_for": timedelta.max}, InvalidDuration, "100 years", id="max"
+        ),
+        pytest.param({"key": "k", "unique_for": 10**400}, InvalidDuration, "100 years", id="huge"),
     ],
 )
 def test_configure_checks_each_option_at_once_naming_it(
