@@ -187,6 +187,28 @@ def test_concurrent_threads_enqueue_one_job(store: Store) -> None:
     assert sum(result.created for result in results) == 1
 
 
+@pytest.mark.timeout(60)
+def test_batches_taking_the_same_keys_in_opposite_orders_do_not_deadlock(store: Store) -> None:
+    keys = [f"k{n}" for n in range(10)]
+
+    def enqueue_batches(own: Store, n: int) -> list[list[JobInsertResult]]:
+        batches = []
+        for round_ in range(15):
+            ordered = keys if n % 2 == 0 else keys[::-1]
+            batch = [unique(key=f"{round_}-{key}", payload={"thread": n}) for key in ordered]
+            results = own.job_insert_many(batch)
+            batches.append(results if n % 2 == 0 else results[::-1])
+        return batches
+
+    per_thread = run_together(store, 4, enqueue_batches)
+    for round_ in range(15):
+        for position in range(len(keys)):
+            answers = [batches[round_][position] for batches in per_thread]
+            assert len({result.id for result in answers}) == 1
+            assert sum(result.created for result in answers) == 1
+    assert sum(stat.count for stat in store.stats()) == 15 * len(keys)
+
+
 # -- several processes, each with several threads -------------------------------------------
 
 PROCESSES = 3

@@ -22,6 +22,11 @@ RETURNING id
 -- enqueue of the same key to commit (see chronoq_unique_holder_v1 in the schema).
 SELECT chronoq_unique_holder_v1(%(key)s, %(unique_for)s * interval '1 second') AS id
 
+-- name: job_unique_lock
+-- A batch holding jobs unique for a period locks all their keys first, in the one order every
+-- session uses, before it takes them one by one: two batches can then not deadlock.
+SELECT chronoq_unique_lock_v1(%(keys)s::text[])
+
 -- name: job_insert_unique
 -- Second step, when the key was free: the job, and the record that it took the key, in one
 -- statement. A keyed enqueue without a period may have taken the key meanwhile (it does not

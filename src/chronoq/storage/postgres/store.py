@@ -193,8 +193,10 @@ class PostgresStore(SqlStore):
         with conn.cursor(row_factory=dict_row) as cur:
             if len(params) == 1:
                 return [_insert_one(cur, params[0])]
-            if any(job.unique_for is not None for job in params):
-                # Each job unique for a period takes its key's lock in turn, in this transaction.
+            unique_keys = _unique_keys(params)
+            if unique_keys:
+                # One job at a time, each unique one under its key's lock, all taken first.
+                cur.execute(Q["job_unique_lock"], {"keys": unique_keys})
                 return [_insert_one(cur, job) for job in params]
             return _insert_bulk(cur, params)
 
@@ -217,7 +219,9 @@ class PostgresStore(SqlStore):
         if not params:
             return []
         async with conn.cursor(row_factory=dict_row) as cur:
-            if any(job.unique_for is not None for job in params):
+            unique_keys = _unique_keys(params)
+            if unique_keys:
+                await cur.execute(Q["job_unique_lock"], {"keys": unique_keys})
                 return [await _insert_one_async(cur, job) for job in params]
             await cur.execute(Q["job_reserve_ids"], {"count": len(params)})
             reserved = await cur.fetchone()
@@ -462,6 +466,10 @@ def _insert_unique(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) ->
             if row is not None:
                 return JobInsertResult(row["id"], created=True)
     raise StoreUnavailable(f"could not settle the key {job.key!r}: it keeps changing hands")
+
+
+def _unique_keys(jobs: Sequence[JobInsertParams]) -> list[str]:
+    return [job.key for job in jobs if job.unique_for is not None and job.key is not None]
 
 
 def _in_transaction(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:

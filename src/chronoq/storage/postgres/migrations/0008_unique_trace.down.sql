@@ -8,6 +8,7 @@ DROP FUNCTION chronoq_enqueue_result(
     interval);
 DROP FUNCTION chronoq_unique_holder_v1(text, interval);
 DROP FUNCTION chronoq_unique_record_v1(text, bigint, timestamptz, interval);
+DROP FUNCTION chronoq_unique_lock_v1(text[]);
 DROP TABLE chronoq_unique_keys;
 ALTER TABLE chronoq_jobs DROP COLUMN trace_context;
 

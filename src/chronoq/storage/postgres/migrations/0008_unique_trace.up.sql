@@ -24,6 +24,22 @@ CREATE TABLE chronoq_unique_keys (
 
 CREATE INDEX chronoq_unique_keys_keep_idx ON chronoq_unique_keys (keep_until);
 
+-- Take the transaction-scoped advisory locks of `keys` (one per key, shared by keys whose hashes
+-- collide), in one order for every session, so that batches locking several keys cannot
+-- deadlock each other.
+CREATE FUNCTION chronoq_unique_lock_v1(keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    lock_id integer;
+BEGIN
+    FOR lock_id IN SELECT DISTINCT hashtext(k) FROM unnest(keys) AS k ORDER BY 1 LOOP
+        -- Two int4 keys: the first one chronoq's own, so no other user of advisory locks
+        -- collides.
+        PERFORM pg_advisory_xact_lock(hashtext('chronoq_unique_keys'), lock_id);
+    END LOOP;
+END;
+$$;
+
 -- The job an enqueue of `key` unique for `period` returns instead of inserting one: the job that
 -- took the key at most `period` ago (on the database clock, from that job's enqueue), whatever
 -- its status, even pruned; else the live job holding the key, recorded as the key's taker from
@@ -35,9 +51,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     taken record;
 BEGIN
-    -- Two int4 keys: the first one chronoq's own, so no other user of advisory locks collides.
-    PERFORM pg_advisory_xact_lock(hashtext('chronoq_unique_keys'),
-                                  hashtext(chronoq_unique_holder_v1.key));
+    PERFORM chronoq_unique_lock_v1(ARRAY[chronoq_unique_holder_v1.key]);
     SELECT u.job_id, u.enqueued_at INTO taken
     FROM chronoq_unique_keys AS u WHERE u.key = chronoq_unique_holder_v1.key;
     IF FOUND AND taken.enqueued_at > clock_timestamp() - period THEN
