@@ -69,7 +69,8 @@ def pg_dsn(pg_database: str) -> str:
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute(
             "TRUNCATE chronoq_jobs, chronoq_schedules, chronoq_queues, chronoq_key_limits,"
-            " chronoq_key_buckets, chronoq_leaders, chronoq_tier, chronoq_processes"
+            " chronoq_key_buckets, chronoq_leaders, chronoq_tier, chronoq_processes,"
+            " chronoq_unique_keys"
             " RESTART IDENTITY"
         )
     return pg_database

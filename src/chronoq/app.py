@@ -66,6 +66,7 @@ from chronoq.deferrer import DEFER_OPTIONS, DeferOptions, Deferrer, configure, p
 from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
 from chronoq.fleet import FleetLookup
 from chronoq.observability.events import JobsEnqueued, Observers
+from chronoq.observability.tracing import EnqueueTracer
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
@@ -141,8 +142,9 @@ class Task(Generic[P, R]):
 
     def configure(self, **options: Unpack[DeferOptions]) -> Deferrer[P]:
         """This task with enqueue options, each checked now: `delay` or `run_at`, `key`,
-        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key` and
-        `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async` take the payload::
+        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key`,
+        `unique_for` and `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async`
+        take the payload::
 
             send_email.configure(delay="4h", key="welcome-42").defer(to="a@b.c", subject="hi")
         """
@@ -179,6 +181,8 @@ class App:
     `observers` get the events of this app's enqueues, and of every worker and scheduler
     running it (see `chronoq.observability.events`). `metrics` (a
     `chronoq.observability.metrics.Metrics`, None by default) is one: setting it subscribes it.
+    `tracing` (None by default) wraps each enqueue's insert in a span: `chronoq.otel.instrument`
+    sets it (see `chronoq.observability.tracing`).
     """
 
     def __init__(
@@ -195,6 +199,7 @@ class App:
         self.config = base.with_dsn(dsn)
         self.observers = Observers()
         self._metrics: Metrics | None = None
+        self.tracing: EnqueueTracer | None = None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.limits: dict[str, QueueLimitParams] = {}
@@ -347,6 +352,7 @@ class App:
         misfire: str | None = None,
         misfire_grace: timedelta | float | str | None = None,
         rate_key: str | None = None,
+        unique_for: timedelta | float | str | None = None,
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one job. With `conn` (a psycopg or sqlite3 connection in an open
@@ -354,7 +360,13 @@ class App:
 
         `misfire="skip"` with `misfire_grace` (a duration) ends the job `skipped` if a worker
         gets to it later than the grace. `rate_key` names the key whose limit it counts against
-        (see `App.limit_keys`)."""
+        (see `App.limit_keys`).
+
+        `key` makes the job unique among live jobs: while a pending or running job holds the
+        key, enqueuing it again returns that job (`created=False`). `unique_for` (a duration,
+        with `key`) makes it unique for that period from the first job's enqueue, on the
+        database clock: within it, enqueuing the key returns the first job even after it
+        finished, and even after the pruner deleted it."""
         spec = JobSpec(
             task,
             payload,
@@ -367,6 +379,7 @@ class App:
             misfire=misfire,
             misfire_grace=misfire_grace,
             rate_key=rate_key,
+            unique_for=unique_for,
         )
         return self._insert_many([self._preparer()(spec)], conn)[0]
 
@@ -438,6 +451,10 @@ class App:
 
     def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
         """Insert jobs given without a connection, as one stream (COPY on PostgreSQL)."""
+        if self.tracing is not None:
+            # Every job is stamped with the span's context before the first is sent.
+            jobs = list(params)
+            return self._traced(jobs, lambda: self.store.job_insert_stream(count, iter(jobs)))
         if not self.observers.wants(JobsEnqueued):
             return _enqueued(self.store.job_insert_stream(count, params))
         sent: list[JobInsertParams] = []
@@ -447,13 +464,32 @@ class App:
     def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:
         if conn is None:
             return self._insert_joined(params)
+        if self.tracing is not None:
+            return self._traced(params, lambda: self.store.job_insert_many(params, conn=conn))
         return self._count_enqueued(params, self.store.job_insert_many(params, conn=conn))
 
     def _insert_joined(self, params: list[JobInsertParams]) -> list[Enqueued]:
         """Insert jobs given without a connection: on the store's own, in a transaction of
         their own. A framework's App overrides this to join the transaction its code is in
         (`chronoq.contrib.django`)."""
-        return self._count_enqueued(params, self.store.job_insert_many(params))
+        return self._insert_traced(params, lambda: self.store.job_insert_many(params))
+
+    def _insert_traced(
+        self, params: list[JobInsertParams], insert: Callable[[], list[JobInsertResult]]
+    ) -> list[Enqueued]:
+        """Run `insert` of `params`, inside a producer span when the app is traced."""
+        if self.tracing is not None:
+            return self._traced(params, insert)
+        return self._count_enqueued(params, insert())
+
+    def _traced(
+        self, params: list[JobInsertParams], insert: Callable[[], list[JobInsertResult]]
+    ) -> list[Enqueued]:
+        assert self.tracing is not None
+        with self.tracing.sending(params) as sent:
+            results = insert()
+            sent(results)
+        return self._count_enqueued(params, results)
 
     async def _insert_async(self, conn: Any, params: list[JobInsertParams]) -> list[Enqueued]:
         insert: Callable[..., Awaitable[list[JobInsertResult]]] | None = getattr(
@@ -461,7 +497,12 @@ class App:
         )
         if insert is None:
             raise ConfigError("an async connection can only join a PostgreSQL store")
-        return self._count_enqueued(params, await insert(params, conn))
+        if self.tracing is None:
+            return self._count_enqueued(params, await insert(params, conn))
+        with self.tracing.sending(params) as sent:
+            results = await insert(params, conn)
+            sent(results)
+        return self._count_enqueued(params, results)
 
     def _count_enqueued(
         self, params: Sequence[JobInsertParams], results: list[JobInsertResult]

@@ -42,6 +42,7 @@ class DeferOptions(TypedDict, total=False):
     misfire: str | None
     misfire_grace: timedelta | float | str | None
     rate_key: str | None
+    unique_for: timedelta | float | str | None
     conn: Any
 
 

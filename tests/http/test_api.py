@@ -136,6 +136,11 @@ def test_enqueue_a_batch(client: TestClient, app: chronoq.App) -> None:
             "misfire_grace",
             None,
         ),
+        ({"task": "cleanup", "unique_for": "1h"}, 422, "unique_for", "ConfigError"),
+        ({"task": "cleanup", "key": "k", "unique_for": 0}, 422, "unique_for", "InvalidDuration"),
+        ({"task": "cleanup", "key": "k", "unique_for": -5}, 422, "unique_for", None),
+        ({"task": "cleanup", "key": "k", "unique_for": "-5m"}, 422, "unique_for", None),
+        ({"task": "cleanup", "key": "k", "unique_for": "soon"}, 422, "unique_for", None),
     ],
 )
 def test_bad_jobs_are_refused_by_field(
@@ -151,6 +156,20 @@ def test_bad_jobs_are_refused_by_field(
     if kind is not None:
         assert error["type"] == kind, error
     assert _stored(app) == before
+
+
+def test_a_key_unique_for_a_period_returns_the_finished_first_job(
+    client: TestClient, app: chronoq.App
+) -> None:
+    body = {"task": "cleanup", "key": "nightly", "unique_for": "1h"}
+    first = client.post("/api/v1/jobs", json=body)
+    assert first.status_code == 201, first.text
+    job_id = first.json()["id"]
+    app.store.job_cancel(job_id)  # finished: the live rule alone would free the key
+    again = client.post("/api/v1/jobs", json=body | {"unique_for": 3600})
+    assert again.json() == {"id": job_id, "created": False}
+    batch = client.post("/api/v1/jobs/batch", json={"jobs": [body, body]})
+    assert batch.json()["results"] == [{"id": job_id, "created": False}] * 2
 
 
 def test_unknown_task_suggests_the_name(client: TestClient) -> None:

@@ -76,6 +76,7 @@ def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
             "0004_tier",
             "0005_fleet",
             "0007_output",
+            "0008_unique_trace",
         ]
     }
     assert run_cli("migrate", "--dsn", dsn, "--json").json() == {"applied": []}
@@ -84,12 +85,17 @@ def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_migrate_on_postgresql_reverts_and_applies_its_own_migration(pg_dsn: str) -> None:
     """0006 (enqueue from SQL) is PostgreSQL's alone: down to 0005 reverts it (and the newer
-    0007), up applies it."""
+    ones), up applies them again."""
     try:
         down = run_cli("migrate", "--dsn", pg_dsn, "--to", "0005", "--json")
-        assert down.json() == {"applied": [], "reverted": ["0007_output", "0006_enqueue_function"]}
-        up = run_cli("migrate", "--dsn", pg_dsn, "--to", "0006")
-        assert up.out == "applied 0006_enqueue_function\n"
+        assert down.json() == {
+            "applied": [],
+            "reverted": ["0008_unique_trace", "0007_output", "0006_enqueue_function"],
+        }
+        up = run_cli("migrate", "--dsn", pg_dsn)
+        assert up.out == (
+            "applied 0006_enqueue_function\napplied 0007_output\napplied 0008_unique_trace\n"
+        )
     finally:
         run_cli("migrate", "--dsn", pg_dsn)  # the shared database stays fully migrated
     assert run_cli("migrate", "--dsn", pg_dsn, "--json").json() == {"applied": []}
@@ -192,6 +198,35 @@ def test_duplicate_key_returns_the_first_job(url: str) -> None:
     assert second.code == 0
     assert second.out == f"{first.json()['id']}\n"
     assert "held by live job" in second.err
+
+
+def test_a_key_unique_for_a_period_returns_the_first_job_once_it_finished(url: str) -> None:
+    command = ("enqueue", "charge", "--queue", "q", "--key", "order-8", "--dsn", url)
+    first = run_cli(*command, "--unique-for", "1h", "--json")
+    job_id = first.json()["id"]
+    assert run_cli("jobs", "cancel", str(job_id), "--dsn", url).code == 0
+    second = run_cli(*command, "--unique-for", "1h")
+    assert second.code == 0
+    assert second.out == f"{job_id}\n"
+    assert "was taken by job" in second.err
+    # Without a period, the live rule alone: the key is free again.
+    assert run_cli(*command, "--json").json()["created"] is True
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--unique-for", "1h"), "error: unique_for needs a key"),
+        (("--key", "k", "--unique-for", "0"), "error: unique_for must be a positive duration"),
+        (("--key", "k", "--unique-for", "-5m"), "error: unique_for: invalid duration '-5m'"),
+        (("--key", "k", "--unique-for", "soon"), "error: unique_for: invalid duration 'soon'"),
+    ],
+)
+def test_a_bad_unique_for_is_refused(url: str, options: tuple[str, ...], message: str) -> None:
+    refused = run_cli("enqueue", "charge", "--queue", "q", *options, "--dsn", url)
+    assert refused.code == 2
+    assert refused.err.startswith(message), refused.err
+    assert "Traceback" not in refused.err
 
 
 def test_enqueue_with_app_checks_task_and_payload(url: str, app_spec: str) -> None:

@@ -28,6 +28,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = [
     "index.md",
     "quickstart.md",
+    "guides/results.md",
+    "guides/unique-jobs.md",
     "guides/rate-limits.md",
     "guides/exactly-once.md",
     "guides/rolling-deploys.md",

@@ -427,6 +427,34 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, str]] = [
         "rate_key",
         "rate_key must be a non-empty string, got ''",
     ),
+    (
+        "unique_for without key",
+        {"unique_for": timedelta(hours=1)},
+        "22023",
+        "unique_for",
+        "unique_for needs a key: give the job's key as well (key => ...)",
+    ),
+    (
+        "zero unique_for",
+        {"key": "k", "unique_for": timedelta(0)},
+        "22023",
+        "unique_for",
+        "unique_for must be a positive duration, got 00:00:00",
+    ),
+    (
+        "negative unique_for",
+        {"key": "k", "unique_for": timedelta(minutes=-5)},
+        "22023",
+        "unique_for",
+        "unique_for must be a positive duration, got -1 days +23:55:00",
+    ),
+    (
+        "long unique_for",
+        {"key": "k", "unique_for": timedelta(days=365 * 101)},
+        "22023",
+        "unique_for",
+        "unique_for 36865 days is longer than 100 years",
+    ),
 ]
 
 
@@ -727,3 +755,52 @@ def test_a_refused_enqueue_in_a_trigger_refuses_the_write(
         db.execute("INSERT INTO sql_enqueue_orders VALUES (1, 'a@example.com')")
     assert db.execute("SELECT count(*) FROM sql_enqueue_orders").fetchone() == (0,)
     assert _job_count(db) == 0
+
+
+# -- unique for a period ----------------------------------------------------------------------
+
+
+def test_a_key_unique_for_a_period_returns_the_finished_first_job(
+    db: psycopg.Connection[Row], pg_store: PostgresStore
+) -> None:
+    _beat(pg_store, _worker("w:1:a", _task()))
+    hour = timedelta(hours=1)
+    first = enqueue_result(db, "send_email", {"to": "a"}, key="k", unique_for=hour)
+    assert first[1]
+    db.execute(
+        "UPDATE chronoq_jobs SET status = 'done', finished_at = clock_timestamp() WHERE id = %s",
+        (first[0],),
+    )
+    assert enqueue_result(db, "send_email", {"to": "b"}, key="k", unique_for=hour) == (
+        first[0],
+        False,
+    )
+    # The Python producers read the same record.
+    with chronoq.App(pg_store.dsn, fleet_tasks=True) as producer:
+        taken = producer.enqueue("send_email", {"to": "c"}, key="k", unique_for="1h")
+    assert (taken.id, taken.created) == (first[0], False)
+    # Without a period, the live rule alone: the key is free.
+    assert enqueue_result(db, "send_email", {"to": "d"}, key="k")[1]
+
+
+def test_a_period_postgresql_cannot_read_is_refused_before_the_call(
+    db: psycopg.Connection[Row], pg_store: PostgresStore
+) -> None:
+    _beat(pg_store, _worker("w:1:a", _task()))
+    error = refused(db, "send_email", {"to": "a"}, key="k", unique_for="an hour")
+    assert error.sqlstate == "22007"  # invalid_datetime_format, from the cast to interval
+    assert 'invalid input syntax for type interval: "an hour"' in str(error)
+    assert _job_count(db) == 0
+
+
+def test_unique_for_is_the_last_positional_argument_and_takes_text(
+    db: psycopg.Connection[Row], pg_store: PostgresStore
+) -> None:
+    _beat(pg_store, _worker("w:1:a", _task()))
+    row = db.execute(
+        "SELECT chronoq_enqueue('send_email', '{\"to\": \"a\"}', NULL, NULL, NULL, 'k', NULL,"
+        " NULL, NULL, NULL, NULL, '1 hour')"
+    ).fetchone()
+    assert row is not None
+    again = enqueue_result(db, "send_email", {"to": "a"}, key="k", unique_for="30 minutes")
+    assert again == (row[0], False)

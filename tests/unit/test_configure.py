@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ OPTION_NAMES = (
     "misfire",
     "misfire_grace",
     "rate_key",
+    "unique_for",
     "conn",
 )
 
@@ -82,6 +84,34 @@ def _only_job(app: chronoq.App) -> chronoq.Job:
         pytest.param({"misfire": "coalesce"}, InvalidSchedule, "misfire policy", id="misfire"),
         pytest.param({"misfire_grace": -1}, InvalidSchedule, "^misfire grace", id="grace"),
         pytest.param({"rate_key": ""}, ConfigError, "^rate_key must be", id="rate-key"),
+        pytest.param({"unique_for": "1h"}, ConfigError, "^unique_for needs a key", id="no-key"),
+        pytest.param(
+            {"key": "k", "unique_for": 0}, InvalidDuration, "^unique_for must be", id="zero"
+        ),
+        pytest.param(
+            {"key": "k", "unique_for": timedelta(seconds=-1)},
+            InvalidDuration,
+            "^unique_for must be a positive duration",
+            id="negative",
+        ),
+        pytest.param(
+            {"key": "k", "unique_for": "an hour"},
+            InvalidDuration,
+            "^unique_for: invalid duration 'an hour'",
+            id="text",
+        ),
+        pytest.param(
+            {"key": "k", "unique_for": [1]}, InvalidDuration, "^unique_for must be a", id="type"
+        ),
+        pytest.param(
+            {"key": "k", "unique_for": True}, InvalidDuration, "^unique_for must be a", id="bool"
+        ),
+        pytest.param({"key": "k", "unique_for": math.nan}, InvalidDuration, "positive", id="nan"),
+        pytest.param({"key": "k", "unique_for": math.inf}, InvalidDuration, "100 years", id="inf"),
+        pytest.param(
+            {"key": "k", "unique_for": timedelta.max}, InvalidDuration, "100 years", id="max"
+        ),
+        pytest.param({"key": "k", "unique_for": 10**400}, InvalidDuration, "100 years", id="huge"),
     ],
 )
 def test_configure_checks_each_option_at_once_naming_it(
@@ -110,6 +140,17 @@ def test_a_queue_is_checked_against_the_tasks_when_the_job_is_enqueued(
     assert _only_job_after(app, vip.defer(name="a")).queue == "vip"
     with pytest.raises(chronoq.UnknownQueue, match="did you mean 'vip'"):
         greet.configure(queue="vpi").defer(name="a")
+
+
+def test_a_job_unique_for_a_period_is_returned_after_it_ran(app: chronoq.App, greet: Any) -> None:
+    daily = greet.configure(key="greet-ann", unique_for="1d")
+    first = daily.defer(name="ann")
+    drain(app)
+    assert app.get_job(first.id).status is chronoq.JobStatus.DONE  # type: ignore[union-attr]
+    assert daily.defer(name="ann") == chronoq.Enqueued(first.id, created=False)
+    assert app.enqueue("greet", {"name": "ann"}, key="greet-ann", unique_for=60) == (
+        chronoq.Enqueued(first.id, created=False)
+    )
 
 
 def _only_job_after(app: chronoq.App, enqueued: chronoq.Enqueued) -> chronoq.Job:
@@ -178,6 +219,7 @@ def test_a_handler_may_name_its_parameters_like_the_options(app: chronoq.App) ->
         misfire: str,
         misfire_grace: str,
         rate_key: str,
+        unique_for: str,
         conn: str,
     ) -> None:
         arguments = locals()

@@ -73,12 +73,18 @@ def enqueue(run: Invocation) -> int:
             misfire=args.misfire,
             misfire_grace=args.misfire_grace,
             rate_key=args.rate_key,
+            unique_for=args.unique_for,
         )
     if run.wants_json:
         run.out.json({"id": result.id, "created": result.created})
     else:
         run.out.line(str(result.id))
-    if not result.created:
+    if not result.created and args.unique_for is not None:
+        run.out.note(
+            f"key {args.key!r} was taken by job {result.id} within the last {args.unique_for}; "
+            "nothing new was enqueued"
+        )
+    elif not result.created:
         run.out.note(f"key {args.key!r} is held by live job {result.id}; nothing new was enqueued")
     return EXIT_OK
 

@@ -407,6 +407,13 @@ def _add_enqueue(enqueue: ArgumentParser) -> None:
         "--misfire-grace", type=duration, metavar="DURATION", help="how late still runs (1m)"
     )
     enqueue.add_argument("--rate-key", metavar="KEY", help="the key its rate limit counts on")
+    # Text, checked by enqueue itself: its error names the option and the rule (positive,
+    # with --key) as the Python API's does.
+    enqueue.add_argument(
+        "--unique-for",
+        metavar="DURATION",
+        help="with --key: return the job that took the key within this period (1h), even done",
+    )
     enqueue.add_argument(
         "--app", metavar="MODULE:APP", help="check the task and payload against this App"
     )

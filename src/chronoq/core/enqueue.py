@@ -32,6 +32,7 @@ from chronoq.core.validate import (
     check_name,
     delay_seconds,
     encode_payload,
+    unique_for_seconds,
 )
 from chronoq.errors import ConfigError, UnknownQueue, UnknownTask
 
@@ -59,12 +60,14 @@ class JobSpec:
     misfire: str | None = None
     misfire_grace: timedelta | float | str | None = None
     rate_key: str | None = None
+    unique_for: timedelta | float | str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     """What enqueue returns: the job's `id`, and `created=False` when a live job already held
-    its key (the id is then that job's)."""
+    its key, or (with `unique_for`) a job took it within the period (the id is then that
+    job's)."""
 
     id: int
     created: bool
@@ -121,6 +124,7 @@ class PreparedJob:
     misfire: str
     misfire_grace: float | None
     rate_key: str | None
+    unique_for: float | None = None
 
 
 J = TypeVar("J", covariant=True)
@@ -145,6 +149,7 @@ class JobBuilder(Protocol[J]):
         misfire: str,
         misfire_grace: float | None,
         rate_key: str | None,
+        unique_for: float | None,
     ) -> J: ...
 
 
@@ -202,6 +207,7 @@ def _build(
     if spec.run_at is not None and spec.delay is not None:
         raise ConfigError("give either `run_at` or `delay`, not both")
     misfire = _misfire(spec, task)
+    key = None if spec.key is None else check_key(spec.key)
     # An option left out skips its check's call: this runs once per job of a bulk enqueue.
     return build(
         queue=queue,
@@ -212,12 +218,13 @@ def _build(
         priority=_priority(spec.priority, task),
         max_attempts=_max_attempts(spec.max_attempts, task),
         lease_seconds=lease,
-        key=None if spec.key is None else check_key(spec.key),
+        key=key,
         misfire=_POLICY_TEXT[misfire.policy],
         misfire_grace=(
             misfire.grace.total_seconds() if misfire.policy is MisfirePolicy.SKIP else None
         ),
         rate_key=None if spec.rate_key is None else check_key(spec.rate_key, field="rate_key"),
+        unique_for=None if spec.unique_for is None else unique_for_seconds(spec.unique_for, key),
     )
 
 

@@ -88,6 +88,9 @@ class Job:
     # How far the attempt has come (0..1) and what it said, as its last heartbeat carried them.
     progress: float | None = None
     progress_note: str | None = None
+    # The W3C trace context (traceparent, tracestate) of the enqueue, when it was traced
+    # (chronoq.otel): every attempt's span links to it.
+    trace_context: dict[str, str] | None = None
 
     @property
     def out_of_attempts(self) -> bool:

@@ -147,6 +147,31 @@ def delay_seconds(delay: object) -> float:
     return float(seconds)
 
 
+def unique_for_seconds(period: object, key: str | None) -> float:
+    """How long a job's key stays taken after its enqueue, as seconds > 0: a timedelta,
+    seconds, or text like "1h"; it needs the `key` it applies to."""
+    if key is None:
+        raise ConfigError("unique_for needs a key: give the job's key as well (key=...)")
+    if isinstance(period, str):
+        try:
+            seconds = parse_duration(period).total_seconds()
+        except InvalidDuration as exc:
+            raise InvalidDuration(f"unique_for: {exc}") from None
+    elif isinstance(period, timedelta):
+        seconds = period.total_seconds()
+    elif isinstance(period, int | float) and not isinstance(period, bool):
+        seconds = period
+    else:
+        raise InvalidDuration(
+            f"unique_for must be a timedelta, seconds or text like '1h', got {period!r}"
+        )
+    if not seconds > 0:
+        raise InvalidDuration(f"unique_for must be a positive duration, got {period!r}")
+    if seconds > MAX_DELAY.total_seconds():
+        raise InvalidDuration(f"unique_for {period!r} is longer than 100 years")
+    return float(seconds)
+
+
 def check_int(field: str, value: object, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(f"{field} must be an integer, got {value!r}")

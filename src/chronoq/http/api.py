@@ -392,6 +392,7 @@ def _spec(job: JobIn) -> JobSpec:
         misfire=job.misfire,
         misfire_grace=job.misfire_grace,
         rate_key=job.rate_key,
+        unique_for=job.unique_for,
     )
 
 
@@ -403,6 +404,7 @@ _FIELD_OF_ERROR: tuple[tuple[type[ChronoqError], str], ...] = (
     (PayloadTooLarge, "payload"),
 )
 _FIELDS = (
+    "unique_for",
     "misfire_grace",
     "max_attempts",
     "rate_key",

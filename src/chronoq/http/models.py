@@ -38,6 +38,11 @@ class JobIn(Strict):
     misfire: Literal["run_late", "skip"] | None = None
     misfire_grace: Seconds | str | None = None
     rate_key: str | None = None
+    unique_for: Seconds | str | None = Field(
+        default=None,
+        description='With `key`: seconds, or a duration such as "1h". Enqueuing the key within '
+        "this period of the first job's enqueue returns that job, even after it finished.",
+    )
 
 
 class BatchIn(Strict):
@@ -46,7 +51,10 @@ class BatchIn(Strict):
 
 class EnqueuedOut(BaseModel):
     id: int
-    created: bool = Field(description="False when a live job already held the key.")
+    created: bool = Field(
+        description="False when a live job already held the key, or (unique_for) a job took it "
+        "within the period."
+    )
 
 
 class BatchOut(BaseModel):

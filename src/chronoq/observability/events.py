@@ -130,11 +130,28 @@ class JobsStarted(Event):
 # Built once per job, unlike the batch events: not frozen, since a frozen dataclass costs three
 # times as much to build (about 1.4 µs more here). Nothing mutates it.
 @dataclass(slots=True)
+class AttemptBegan(Event):
+    """An attempt's handler is about to run. Emitted on the attempt's own asyncio task, whose
+    context the handler runs in (a sync one in a copy of it): context variables an observer
+    sets here are the handler's, until `HandlerReturned`, emitted on the same task, where the
+    observer resets them (chronoq.otel makes the attempt's span current this way). Only built
+    when someone subscribed."""
+
+    worker_id: str
+    job: Job
+
+
+# One per job too, and for the same reason not frozen.
+@dataclass(slots=True)
 class HandlerReturned(Event):
-    """A handler returned, raised or was cut off after `seconds`."""
+    """A handler returned, raised or was cut off after `seconds`. `outcome`: how the attempt
+    ended (None when shutdown abandoned a sync handler still running in its thread);
+    `exception`: what the handler raised, if it did."""
 
     job: Job
     seconds: float
+    outcome: Outcome | None = None
+    exception: BaseException | None = None
 
 
 # One per job too, and for the same reason not frozen.

@@ -33,10 +33,14 @@ from chronoq.core.schedules import Schedule
 
 # JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the
 # hot paths, and a frozen dataclass costs three times as much to build (object.__setattr__ per
-# field). Nothing mutates them.
+# field). Nothing mutates them, but for the enqueue's tracer, which stamps `trace_context` on
+# the jobs it is about to insert (chronoq.observability.tracing).
 @dataclass(slots=True)
 class JobInsertParams:
-    """One job to enqueue. `payload_json` is already validated, encoded JSON of an object."""
+    """One job to enqueue. `payload_json` is already validated, encoded JSON of an object.
+    `unique_for` (seconds, with a `key`): an enqueue of the key within that period of the
+    enqueue of the job that took it returns that job, finished or not. `trace_context`: the
+    W3C trace context of the enqueue as encoded JSON (`chronoq.otel`)."""
 
     queue: str
     task: str
@@ -53,11 +57,14 @@ class JobInsertParams:
     schedule: str | None = None
     tick: datetime | None = None
     ticks: int = 1
+    unique_for: float | None = None
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobInsertResult:
-    """The id of the enqueued job; `created` is False when a live job already held the key."""
+    """The id of the enqueued job; `created` is False when a live job already held the key, or
+    (`unique_for`) a job took the key within the period."""
 
     id: int
     created: bool
@@ -566,7 +573,8 @@ class JobStore(Protocol):
         ...
 
     def job_prune(self, params: JobPruneParams) -> int:
-        """Delete up to `limit` old finished jobs, and key buckets that have refilled."""
+        """Delete up to `limit` old finished jobs, key buckets that have refilled, and the
+        records of keys whose period has passed."""
         ...
 
     # -- queues ---------------------------------------------------------------------------

@@ -65,9 +65,10 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = N
         ticks=int(row["ticks"]),
         fence_rejections=int(row["fence_rejections"]),
         # Claims return only what a worker needs, without these: a claimed job has neither.
-        output=_decoded_output(_column(row, "output"), decode),
+        output=_optional_json(_column(row, "output"), decode),
         progress=_optional_float(_column(row, "progress")),
         progress_note=_column(row, "progress_note"),
+        trace_context=_optional_json(_column(row, "trace_context"), decode),
     )
 
 
@@ -79,7 +80,7 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
         return None
 
 
-def _decoded_output(value: Any, decode: Any) -> Any:
+def _optional_json(value: Any, decode: Any) -> Any:
     return None if value is None else decode(value)
 
 

@@ -290,7 +290,8 @@ class SqlStore(ABC):
         return stats_from_rows(rows)
 
     def job_prune(self, params: JobPruneParams) -> int:
-        """Delete up to `limit` old finished jobs, and key buckets that have refilled."""
+        """Delete up to `limit` old finished jobs, key buckets that have refilled, and the
+        records of keys whose period has passed."""
         args = {
             "older_than": self._seconds_arg(params.older_than.total_seconds()),
             "limit": params.limit,
@@ -298,6 +299,7 @@ class SqlStore(ABC):
         }
         with self._write() as db:
             deleted = int(db.execute(self.Q["job_prune"], args).rowcount)
+            db.execute(self.Q["unique_keys_prune"], args)
             db.execute(self.Q["key_buckets_prune"], args)
             db.execute(self.Q["key_buckets_orphans_prune"], args)
         return deleted

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from chronoq.core.jobs import Job
+from chronoq.core.jobs import Job, Outcome
 from chronoq.observability.events import Observers
 from chronoq.storage.base import JobStore
 from chronoq.worker.context import JobContext
@@ -38,6 +38,9 @@ class Attempt:
     # The handler is done and its result waits for the reporter. Heartbeats go on (a slow
     # report must not let the lease lapse), but a refused one may just have crossed the report.
     reporting: bool = False
+    # How the attempt ended, once its handler is done, and what the handler raised, if it did.
+    outcome: Outcome | None = None
+    exception: BaseException | None = None
 
     def __post_init__(self) -> None:
         self.heartbeat_due = self.started + self.job.lease_seconds / 3

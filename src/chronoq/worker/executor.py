@@ -157,6 +157,7 @@ def _async_call(
 
 def _raised(attempt: Attempt, task: Task[Any, Any], exc: BaseException) -> JobFinishParams:
     """How an attempt whose handler raised `exc` ended."""
+    attempt.exception = exc
     if attempt.ctx.cancelled or isinstance(exc, JobCancelled):
         return cancelled(attempt, exc)
     if isinstance(exc, Retry):

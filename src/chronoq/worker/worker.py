@@ -45,12 +45,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.fleet import ProcessInfo
-from chronoq.core.jobs import Job
+from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ChronoqError, ConfigError, StoreError
 from chronoq.fleet import BEAT_INTERVAL, Beacon, FleetLookup, this_process
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import (
     AttemptAbandoned,
+    AttemptBegan,
     AttemptStuck,
     HandlerReturned,
     JobsClaimed,
@@ -500,9 +501,12 @@ class Worker:
         # This task's own context, inherited by a sync handler's thread: what the handler logs
         # carries the job's fields (see chronoq.observability.logs).
         current_job.set(job)
+        if self.events.wants(AttemptBegan):
+            self.events.emit(AttemptBegan(self.worker_id, job))
         attempt.started = time.monotonic()
         try:
             params = await self.executor.run(attempt)
+            attempt.outcome = Outcome.DONE if params is None else params.outcome
         except asyncio.CancelledError:
             if attempt.in_thread and not attempt.ctx.cancelled:
                 # The thread cannot be stopped; leave the lease to expire so the rescuer, not
@@ -511,6 +515,7 @@ class Worker:
                 self.events.emit(AttemptAbandoned(self.worker_id, job))
                 return
             params = cancelled(attempt, None) if attempt.ctx.cancelled else interrupted(attempt)
+            attempt.outcome = params.outcome
         finally:
             self._handler_returned(attempt)
         if attempt.stuck and params is not None:
@@ -525,7 +530,7 @@ class Worker:
         self.holdings.running -= 1
         elapsed = time.monotonic() - attempt.started
         self.pacer.handler_took(elapsed)
-        self.events.emit(HandlerReturned(attempt.job, elapsed))
+        self.events.emit(HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception))
         self._start_buffered()
         if self._waiting_for_slot:
             self._rt.wake.set()

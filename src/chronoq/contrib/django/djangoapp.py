@@ -61,7 +61,7 @@ class DjangoApp(App):
         alias = self.django.database
         with transaction.atomic(using=alias, savepoint=False):
             raw = connections[alias].connection  # opened by atomic
-            return self._count_enqueued(params, self.store.job_insert_many(params, conn=raw))
+            return self._insert_traced(params, lambda: self.store.job_insert_many(params, conn=raw))
 
     def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
         if not self.django.joins_django:

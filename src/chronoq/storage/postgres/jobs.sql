@@ -6,14 +6,54 @@
 -- name: job_insert
 INSERT INTO chronoq_jobs (
     queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
-    misfire_grace, rate_key)
+    misfire_grace, rate_key, trace_context)
 VALUES (
     %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s,
     coalesce(%(run_at)s, clock_timestamp() + %(delay)s * interval '1 second'),
-    %(max_attempts)s, %(lease_seconds)s, %(key)s, %(misfire)s, %(misfire_grace)s, %(rate_key)s
+    %(max_attempts)s, %(lease_seconds)s, %(key)s, %(misfire)s, %(misfire_grace)s, %(rate_key)s,
+    %(trace_context)s::jsonb
 )
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
+
+-- name: job_unique_holder
+-- An enqueue unique for a period, first step: the job that took the key within the period
+-- (or the live job holding it), or NULL when the key is free; it waits for a concurrent
+-- enqueue of the same key to commit (see chronoq_unique_holder_v1 in the schema).
+SELECT chronoq_unique_holder_v1(%(key)s, %(unique_for)s * interval '1 second') AS id
+
+-- name: job_unique_lock
+-- A batch holding jobs unique for a period locks all their keys first, in the one order every
+-- session uses, before it takes them one by one: two batches can then not deadlock.
+SELECT chronoq_unique_lock_v1(%(keys)s::text[])
+
+-- name: job_insert_unique
+-- Second step, when the key was free: the job, and the record that it took the key, in one
+-- statement. A keyed enqueue without a period may have taken the key meanwhile (it does not
+-- wait on the lock): then nothing is inserted, and the caller asks job_unique_holder again.
+WITH job AS (
+    INSERT INTO chronoq_jobs (
+        queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
+        misfire_grace, rate_key, trace_context)
+    VALUES (
+        %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s,
+        coalesce(%(run_at)s, clock_timestamp() + %(delay)s * interval '1 second'),
+        %(max_attempts)s, %(lease_seconds)s, %(key)s, %(misfire)s, %(misfire_grace)s,
+        %(rate_key)s, %(trace_context)s::jsonb
+    )
+    ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
+    RETURNING id, created_at
+),
+taken AS (
+    INSERT INTO chronoq_unique_keys (key, job_id, enqueued_at, keep_until)
+    SELECT %(key)s, job.id, job.created_at,
+           job.created_at + %(unique_for)s * interval '1 second'
+    FROM job
+    ON CONFLICT (key) DO UPDATE
+    SET job_id = excluded.job_id, enqueued_at = excluded.enqueued_at,
+        keep_until = excluded.keep_until
+)
+SELECT id FROM job
 
 -- name: job_reserve_ids
 -- Ids handed out before a bulk insert, so each input row maps to its id without trusting the
@@ -32,12 +72,12 @@ SELECT (SELECT array_agg(reserved.id ORDER BY reserved.id)
 -- name: job_insert_many
 INSERT INTO chronoq_jobs (
     id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
-    misfire_grace, rate_key)
+    misfire_grace, rate_key, trace_context)
 SELECT * FROM unnest(
     %(ids)s::bigint[], %(queues)s::text[], %(tasks)s::text[], %(payloads)s::jsonb[],
     %(priorities)s::integer[], %(run_ats)s::timestamptz[], %(max_attempts)s::integer[],
     %(lease_seconds)s::float8[], %(keys)s::text[], %(misfires)s::text[],
-    %(misfire_graces)s::float8[], %(rate_keys)s::text[]
+    %(misfire_graces)s::float8[], %(rate_keys)s::text[], %(trace_contexts)s::jsonb[]
 )
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
@@ -45,7 +85,7 @@ RETURNING id
 -- name: job_copy_many
 COPY chronoq_jobs (
     id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire,
-    misfire_grace, rate_key)
+    misfire_grace, rate_key, trace_context)
 FROM STDIN
 
 -- name: job_insert_tick
@@ -666,3 +706,7 @@ WHERE id IN (
     ORDER BY finished_at
     LIMIT %(limit)s
 )
+
+-- name: unique_keys_prune
+-- A key's record goes once the longest period asked of it has passed.
+DELETE FROM chronoq_unique_keys WHERE keep_until <= clock_timestamp()

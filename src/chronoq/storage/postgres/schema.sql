@@ -35,6 +35,8 @@ CREATE TABLE chronoq_jobs (
     -- How far the running attempt has come (0..1) and what it said, carried by its heartbeats.
     progress      double precision,
     progress_note text,
+    -- The W3C trace context (traceparent, tracestate) the job was enqueued in (chronoq.otel).
+    trace_context jsonb,
     -- text plus CHECK rather than an enum type: a new state is a one-line migration that can run
     -- inside a transaction.
     CONSTRAINT chronoq_jobs_status_check
@@ -499,8 +501,81 @@ BEGIN
 END;
 $$;
 
+-- Keys taken for a period (`unique_for`): the job that took each one and when (its enqueue on
+-- the database clock). No foreign key: the record outlives the pruning of its job, so the key
+-- stays taken for the whole period. `keep_until`: the end of the longest period asked of the
+-- record so far, after which the pruner drops it.
+CREATE TABLE chronoq_unique_keys (
+    key         text        PRIMARY KEY,
+    job_id      bigint      NOT NULL,
+    enqueued_at timestamptz NOT NULL,
+    keep_until  timestamptz NOT NULL
+);
+
+CREATE INDEX chronoq_unique_keys_keep_idx ON chronoq_unique_keys (keep_until);
+
+-- Take the transaction-scoped advisory locks of `keys` (one per key, shared by keys whose hashes
+-- collide), in one order for every session, so that batches locking several keys cannot
+-- deadlock each other.
+CREATE FUNCTION chronoq_unique_lock_v1(keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    lock_id integer;
+BEGIN
+    FOR lock_id IN SELECT DISTINCT hashtext(k) FROM unnest(keys) AS k ORDER BY 1 LOOP
+        -- Two int4 keys: the first one chronoq's own, so no other user of advisory locks
+        -- collides.
+        PERFORM pg_advisory_xact_lock(hashtext('chronoq_unique_keys'), lock_id);
+    END LOOP;
+END;
+$$;
+
+-- The job an enqueue of `key` unique for `period` returns instead of inserting one: the job that
+-- took the key at most `period` ago (on the database clock, from that job's enqueue), whatever
+-- its status, even pruned; else the live job holding the key, recorded as the key's taker from
+-- its own enqueue. NULL: the key is free, and the caller inserts its job and records it (in
+-- the same transaction, as job_insert_unique does). Concurrent enqueues of one key queue on a
+-- transaction-scoped advisory lock, so the second sees what the first committed.
+CREATE FUNCTION chronoq_unique_holder_v1(key text, period interval) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    taken record;
+BEGIN
+    PERFORM chronoq_unique_lock_v1(ARRAY[chronoq_unique_holder_v1.key]);
+    SELECT u.job_id, u.enqueued_at INTO taken
+    FROM chronoq_unique_keys AS u WHERE u.key = chronoq_unique_holder_v1.key;
+    IF FOUND AND taken.enqueued_at > clock_timestamp() - period THEN
+        UPDATE chronoq_unique_keys AS u
+        SET keep_until = greatest(u.keep_until, u.enqueued_at + period)
+        WHERE u.key = chronoq_unique_holder_v1.key;
+        RETURN taken.job_id;
+    END IF;
+    SELECT j.id, j.created_at INTO taken
+    FROM chronoq_jobs AS j
+    WHERE j.key = chronoq_unique_holder_v1.key AND j.status IN ('pending', 'running');
+    IF FOUND THEN
+        PERFORM chronoq_unique_record_v1(key, taken.id, taken.created_at, period);
+        RETURN taken.id;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- Record `job_id`, enqueued at `enqueued_at`, as the taker of `key` for `period`.
+CREATE FUNCTION chronoq_unique_record_v1(
+    key text, job_id bigint, enqueued_at timestamptz, period interval
+) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO chronoq_unique_keys AS u (key, job_id, enqueued_at, keep_until)
+    VALUES ($1, $2, $3, $3 + $4)
+    ON CONFLICT (key) DO UPDATE
+    SET job_id = excluded.job_id, enqueued_at = excluded.enqueued_at,
+        keep_until = excluded.keep_until;
+$$;
+
 -- Enqueue one job (see docs/sql.md): `id` is the job's, `created` false when a live job already
--- held `key` (the id is then that job's).
+-- held `key`, or with `unique_for` a job took it within that period (the id is then that
+-- job's).
 CREATE FUNCTION chronoq_enqueue_result(
     task          text,
     payload       jsonb       DEFAULT '{}',
@@ -513,6 +588,7 @@ CREATE FUNCTION chronoq_enqueue_result(
     misfire       text        DEFAULT NULL,
     misfire_grace interval    DEFAULT NULL,
     rate_key      text        DEFAULT NULL,
+    unique_for    interval    DEFAULT NULL,
     OUT id        bigint,
     OUT created   boolean
 )
@@ -581,11 +657,33 @@ BEGIN
     job_lease := coalesce(known.lease, job_lease);
     PERFORM chronoq_check_key_v1('key', job_key);
     PERFORM chronoq_check_key_v1('rate_key', rate_key);
+    IF unique_for IS NOT NULL THEN
+        IF job_key IS NULL THEN
+            PERFORM chronoq_refuse_v1('unique_for',
+                'unique_for needs a key: give the job''s key as well (key => ...)');
+        ELSIF NOT extract(epoch FROM unique_for) > 0 THEN
+            PERFORM chronoq_refuse_v1('unique_for', format(
+                'unique_for must be a positive duration, got %s', unique_for));
+        ELSIF extract(epoch FROM unique_for) > 100 * 365 * 86400.0 THEN
+            PERFORM chronoq_refuse_v1('unique_for', format(
+                'unique_for %s is longer than 100 years', unique_for));
+        END IF;
+    END IF;
 
     -- The insert of chronoq's own producers (jobs.sql, job_insert): a key is unique among live
     -- jobs. A live job holding the key may finish between the INSERT and the look-up; then the
     -- key is free again and the next INSERT succeeds, so this settles within a few rounds.
     FOR attempt IN 1 .. 10 LOOP
+        IF unique_for IS NOT NULL THEN
+            -- As chronoq's own producers do (jobs.sql, job_unique_holder and
+            -- job_insert_unique): the key's taker within the period, else a live job, else a
+            -- new job recorded as the taker.
+            chronoq_enqueue_result.id := chronoq_unique_holder_v1(job_key, unique_for);
+            IF chronoq_enqueue_result.id IS NOT NULL THEN
+                created := false;
+                RETURN;
+            END IF;
+        END IF;
         INSERT INTO chronoq_jobs (
             queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, misfire,
             misfire_grace, rate_key)
@@ -598,6 +696,13 @@ BEGIN
         ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
         RETURNING chronoq_jobs.id INTO chronoq_enqueue_result.id;
         IF FOUND THEN
+            IF unique_for IS NOT NULL THEN
+                PERFORM chronoq_unique_record_v1(
+                    job_key, chronoq_enqueue_result.id,
+                    (SELECT j.created_at FROM chronoq_jobs AS j
+                     WHERE j.id = chronoq_enqueue_result.id),
+                    unique_for);
+            END IF;
             created := true;
             RETURN;
         END IF;
@@ -627,11 +732,12 @@ CREATE FUNCTION chronoq_enqueue(
     max_attempts  bigint      DEFAULT NULL,
     misfire       text        DEFAULT NULL,
     misfire_grace interval    DEFAULT NULL,
-    rate_key      text        DEFAULT NULL
+    rate_key      text        DEFAULT NULL,
+    unique_for    interval    DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
     RETURN (SELECT r.id
-            FROM chronoq_enqueue_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r);
+            FROM chronoq_enqueue_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS r);
 END;
 $$;

@@ -7,6 +7,7 @@ prepared by psycopg after a few executions, which matters for the claim and fini
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -192,6 +193,11 @@ class PostgresStore(SqlStore):
         with conn.cursor(row_factory=dict_row) as cur:
             if len(params) == 1:
                 return [_insert_one(cur, params[0])]
+            unique_keys = _unique_keys(params)
+            if unique_keys:
+                # One job at a time, each unique one under its key's lock, all taken first.
+                cur.execute(Q["job_unique_lock"], {"keys": unique_keys})
+                return [_insert_one(cur, job) for job in params]
             return _insert_bulk(cur, params)
 
     def job_insert_stream(
@@ -213,6 +219,10 @@ class PostgresStore(SqlStore):
         if not params:
             return []
         async with conn.cursor(row_factory=dict_row) as cur:
+            unique_keys = _unique_keys(params)
+            if unique_keys:
+                await cur.execute(Q["job_unique_lock"], {"keys": unique_keys})
+                return [await _insert_one_async(cur, job) for job in params]
             await cur.execute(Q["job_reserve_ids"], {"count": len(params)})
             reserved = await cur.fetchone()
             assert reserved is not None
@@ -445,8 +455,8 @@ def _count_fence_rejections(
         )
 
 
-def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> JobInsertResult:
-    args = {
+def _insert_args(job: JobInsertParams) -> dict[str, Any]:
+    return {
         "queue": job.queue,
         "task": job.task,
         "payload": job.payload_json,
@@ -459,7 +469,15 @@ def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> Jo
         "misfire": job.misfire,
         "misfire_grace": job.misfire_grace,
         "rate_key": job.rate_key,
+        "trace_context": job.trace_context,
+        "unique_for": job.unique_for,
     }
+
+
+def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> JobInsertResult:
+    if job.unique_for is not None:
+        return _insert_unique(cur, job)
+    args = _insert_args(job)
     # A live job holding the key may finish between our INSERT and our look-up; then the key is
     # free again and the next INSERT succeeds, so this settles within a few rounds.
     for _ in range(10):
@@ -469,6 +487,60 @@ def _insert_one(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> Jo
         existing = cur.execute(Q["job_live_ids_by_key"], {"keys": [job.key]}).fetchone()
         if existing is not None:
             return JobInsertResult(existing["id"], created=False)
+    raise StoreUnavailable(f"could not settle the key {job.key!r}: it keeps changing hands")
+
+
+def _insert_unique(cur: psycopg.Cursor[dict[str, Any]], job: JobInsertParams) -> JobInsertResult:
+    """A job unique for a period: the key's taker within the period, else the live job holding
+    the key, else a new job recorded as its taker. In a transaction, whose advisory lock on
+    the key makes concurrent enqueues of it take turns until it ends."""
+    args = _insert_args(job)
+    with _in_transaction(cur.connection):
+        # A keyed enqueue without a period does not take the lock: when one takes the key
+        # between the two statements, the next round finds its job.
+        for _ in range(10):
+            holder = cur.execute(Q["job_unique_holder"], args).fetchone()
+            if holder is not None and holder["id"] is not None:
+                return JobInsertResult(holder["id"], created=False)
+            row = cur.execute(Q["job_insert_unique"], args).fetchone()
+            if row is not None:
+                return JobInsertResult(row["id"], created=True)
+    raise StoreUnavailable(f"could not settle the key {job.key!r}: it keeps changing hands")
+
+
+def _unique_keys(jobs: Sequence[JobInsertParams]) -> list[str]:
+    return [job.key for job in jobs if job.unique_for is not None and job.key is not None]
+
+
+def _in_transaction(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+    """A transaction of its own for a connection in autocommit mode (the store's); a caller's
+    connection is joined as it is: psycopg's `transaction()` on a connection with no statement
+    run yet would commit the caller's work at its end."""
+    return conn.transaction() if conn.autocommit else contextlib.nullcontext()
+
+
+async def _insert_one_async(cur: Any, job: JobInsertParams) -> JobInsertResult:
+    """`_insert_one` on an async cursor, for jobs unique for a period among others."""
+    args = _insert_args(job)
+    conn = cur.connection
+    # As in `_in_transaction`: a caller's transaction is joined, never committed here.
+    async with conn.transaction() if conn.autocommit else contextlib.nullcontext():
+        for _ in range(10):
+            if job.unique_for is not None:
+                await cur.execute(Q["job_unique_holder"], args)
+                holder = await cur.fetchone()
+                if holder is not None and holder["id"] is not None:
+                    return JobInsertResult(holder["id"], created=False)
+            unique = job.unique_for is not None
+            await cur.execute(Q["job_insert_unique" if unique else "job_insert"], args)
+            row = await cur.fetchone()
+            if row is not None:
+                return JobInsertResult(row["id"], created=True)
+            if not unique:
+                await cur.execute(Q["job_live_ids_by_key"], {"keys": [job.key]})
+                existing = await cur.fetchone()
+                if existing is not None:
+                    return JobInsertResult(existing["id"], created=False)
     raise StoreUnavailable(f"could not settle the key {job.key!r}: it keeps changing hands")
 
 
@@ -531,6 +603,7 @@ def _copy_rows(
                     job.misfire,
                     job.misfire_grace,
                     job.rate_key,
+                    job.trace_context,
                 )
             )
             written += 1
@@ -554,6 +627,7 @@ def _unnest_args(
         "misfires": [job.misfire for job in jobs],
         "misfire_graces": [job.misfire_grace for job in jobs],
         "rate_keys": [job.rate_key for job in jobs],
+        "trace_contexts": [job.trace_context for job in jobs],
     }
 
 

@@ -7,10 +7,10 @@
 -- name: job_insert
 INSERT INTO chronoq_jobs (
     queue, task, payload, priority, run_at, max_attempts, lease_seconds, key, created_at, misfire,
-    misfire_grace, rate_key)
+    misfire_grace, rate_key, trace_context)
 VALUES (
     :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :key, :now,
-    :misfire, :misfire_grace, :rate_key)
+    :misfire, :misfire_grace, :rate_key, :trace_context)
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
 
@@ -24,10 +24,10 @@ SELECT max(
 -- name: job_insert_with_id
 INSERT INTO chronoq_jobs (
     id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, created_at, misfire,
-    misfire_grace, rate_key)
+    misfire_grace, rate_key, trace_context)
 VALUES (
     :id, :queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :now,
-    :misfire, :misfire_grace, :rate_key)
+    :misfire, :misfire_grace, :rate_key, :trace_context)
 
 -- name: job_insert_tick
 -- A schedule's tick: the unique (schedule, tick) index makes a second insert a no-op.
@@ -42,6 +42,27 @@ RETURNING id
 
 -- name: job_live_id_by_key
 SELECT id FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
+
+-- name: job_unique_taker
+-- The job that took the key with `unique_for` within :period of now (an enqueue unique for a
+-- period returns it, whatever its status, even pruned). The write transaction serialises
+-- concurrent enqueues of the key, in this process and in others.
+SELECT job_id FROM chronoq_unique_keys WHERE key = :key AND enqueued_at > :now - :period
+
+-- name: job_unique_keep
+-- The record is kept until the end of the longest period asked of it.
+UPDATE chronoq_unique_keys SET keep_until = max(keep_until, enqueued_at + :period)
+WHERE key = :key
+
+-- name: job_live_by_key
+SELECT id, created_at FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
+
+-- name: job_unique_record
+INSERT INTO chronoq_unique_keys (key, job_id, enqueued_at, keep_until)
+VALUES (:key, :job_id, :enqueued_at, :enqueued_at + :period)
+ON CONFLICT (key) DO UPDATE
+SET job_id = excluded.job_id, enqueued_at = excluded.enqueued_at,
+    keep_until = excluded.keep_until
 
 -- name: job_skip_expired
 -- Due jobs with the misfire policy "skip" that are later than their grace end skipped before
@@ -445,3 +466,7 @@ WHERE id IN (
     ORDER BY finished_at
     LIMIT :limit
 )
+
+-- name: unique_keys_prune
+-- A key's record goes once the longest period asked of it has passed.
+DELETE FROM chronoq_unique_keys WHERE keep_until <= :now

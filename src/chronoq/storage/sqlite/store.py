@@ -465,6 +465,7 @@ def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
         "misfire": job.misfire,
         "misfire_grace": job.misfire_grace,
         "rate_key": job.rate_key,
+        "trace_context": job.trace_context,
     }
 
 
@@ -492,12 +493,34 @@ def _exactly(count: int, items: Iterable[T]) -> Iterator[T]:
 
 
 def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
+    if job.unique_for is not None:
+        return _insert_unique(db, job, now)
     row = db.execute(Q["job_insert"], _insert_args(job, now)).fetchone()
     if row is not None:
         return JobInsertResult(row[0], created=True)
     # Inside one write transaction nobody else can free the key between the two statements.
     existing = db.execute(Q["job_live_id_by_key"], {"key": job.key}).fetchone()
     return JobInsertResult(existing[0], created=False)
+
+
+def _insert_unique(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
+    """A job unique for a period: the key's taker within the period, else the live job holding
+    the key, else a new job recorded as its taker. The write transaction (BEGIN IMMEDIATE, or
+    the caller's) keeps every other enqueue out until it commits."""
+    assert job.unique_for is not None
+    key = {"key": job.key, "period": int(job.unique_for * 1_000_000)}
+    taker = db.execute(Q["job_unique_taker"], key | {"now": now}).fetchone()
+    if taker is not None:
+        db.execute(Q["job_unique_keep"], key)
+        return JobInsertResult(taker[0], created=False)
+    live = db.execute(Q["job_live_by_key"], key).fetchone()
+    if live is not None:
+        job_id, enqueued_at, created = live[0], live[1], False
+    else:
+        job_id = db.execute(Q["job_insert"], _insert_args(job, now)).fetchone()[0]
+        enqueued_at, created = now, True
+    db.execute(Q["job_unique_record"], key | {"job_id": job_id, "enqueued_at": enqueued_at})
+    return JobInsertResult(job_id, created=created)
 
 
 def _job(row: Mapping[str, Any]) -> Job:
