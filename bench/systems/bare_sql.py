@@ -1,8 +1,10 @@
 """The limit of chronoq's design: its exact claim and batch-finish statements in a plain loop.
 
 No framework, no event loop, no threads: one connection per process claims `batch` jobs, "runs"
-them, and finishes them in one statement, again and again. Enqueue is a raw COPY of the rows
-chronoq's bulk path writes. Whatever chronoq loses against this is framework overhead.
+them, and finishes them in one statement, again and again, sending what chronoq's store sends
+(the claim's results in binary, a batch of successes as `job_complete_many` with its two id
+arrays as text). Enqueue is a raw COPY of the rows chronoq's bulk path writes. Whatever chronoq
+loses against this is framework overhead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from psycopg.types.json import Jsonb
 from bench.systems.base import Recorder, Target, WorkerConfig
 from bench.systems.chronoq_pg import BATCHES, PGQUEUER_BEST, PROCESSES, ChronoqPostgres
 from bench.systems.sql import Q as BENCH_Q
+from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
@@ -31,8 +34,8 @@ class BareSQL(ChronoqPostgres):
     title: ClassVar[str] = "bare SQL loop (limit)"
     backend: ClassVar[str] = "postgres"
     notes: ClassVar[str] = (
-        "chronoq's job_claim and job_finish_many statements in a psycopg loop, one connection "
-        "per process; enqueue is a raw COPY of the same rows."
+        "chronoq's job_claim and job_complete_many statements in a psycopg loop, one connection "
+        "per process, sent as chronoq's store sends them; enqueue is a raw COPY of the same rows."
     )
     measures_latency: ClassVar[bool] = False
     herd_layout: ClassVar[WorkerConfig | None] = None
@@ -79,7 +82,9 @@ class BareSQL(ChronoqPostgres):
             ready()
             claim_args = _claim_args(config.batch)
             while not stop:
-                rows = conn.execute(Q["job_claim"], claim_args, prepare=True).fetchall()
+                rows = conn.execute(
+                    Q["job_claim"], claim_args, prepare=True, binary=True
+                ).fetchall()
                 # The claim always answers one row; a job row has an id, the wake-up alone not.
                 rows = [row for row in rows if row["id"] is not None]
                 if not rows:
@@ -87,7 +92,7 @@ class BareSQL(ChronoqPostgres):
                     continue
                 for row in rows:
                     recorder.started(row["payload"].get("t"))
-                conn.execute(Q["job_finish_many"], _finish_args(rows), prepare=True).fetchall()
+                conn.execute(Q["job_complete_many"], _finish_args(rows), prepare=True).fetchall()
 
 
 def _claim_args(batch: int) -> dict[str, Any]:
@@ -104,12 +109,8 @@ def _claim_args(batch: int) -> dict[str, Any]:
 
 def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "ids": [row["id"] for row in rows],
-        "tokens": [row["lease_token"] for row in rows],
-        "outcomes": ["done"] * len(rows),
-        "delays": [0.0] * len(rows),
-        "errors": [None] * len(rows),
-        "keeps": [False] * len(rows),
+        "ids": bigint_array_text([row["id"] for row in rows]),
+        "tokens": bigint_array_text([row["lease_token"] for row in rows]),
     }
 
 

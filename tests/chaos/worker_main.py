@@ -9,11 +9,11 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 import chronoq
-from chronoq.core.jobs import Job, Outcome
+from chronoq.core.jobs import Job, JobProgress, Outcome
 from chronoq.storage.base import IdClaim, JobClaimIdsParams, JobHeartbeatResult, JobLeaseRef
 from chronoq.testing import WorkerSignals
 from chronoq.worker.ledger import JobLedger
@@ -52,11 +52,13 @@ def record_heartbeats(signals: HistorySignals) -> None:
     store = app.store
     original = store.job_heartbeat_many
 
-    def logged(refs: Sequence[JobLeaseRef]) -> JobHeartbeatResult:
+    def logged(
+        refs: Sequence[JobLeaseRef], progress: Mapping[int, JobProgress] | None = None
+    ) -> JobHeartbeatResult:
         # Written before the call: every line appended before it (a claim by another process,
         # say) happened before this heartbeat reached the database.
         signals.write({"event": "heartbeat_send", "refs": [[r.id, r.lease_token] for r in refs]})
-        accepted = original(refs)
+        accepted = original(refs, progress)
         for ref in refs:
             signals.write(
                 {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import queue
 from collections import Counter
@@ -304,3 +305,36 @@ def test_a_claim_on_an_empty_store_has_nothing_to_wait_for(store: Store) -> None
     claimed, wakeup = claim_with_wakeup(store, ["q"], 10, datetime(2030, 1, 1, tzinfo=UTC))
     assert claimed == []
     assert wakeup.seconds_until_next() is None
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_claimed_job_reads_back_exactly_as_the_store_then_holds_it(store: Store) -> None:
+    """The claim reads its rows on a path of its own (tuples, in binary on PostgreSQL): every
+    field of the claimed Job equals what `job_get` reads of the same row afterwards."""
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    [job_id] = insert(
+        store,
+        params(
+            payload={"nested": {"list": [1, 2.5, "ü"]}, "none": None},
+            run_at=past,
+            priority=7,
+            max_attempts=4,
+            lease_seconds=30.0,
+            key="read-back",
+            misfire="skip",
+            misfire_grace=1e9,
+            rate_key="tenant-1",
+            schedule="nightly",
+            tick=past,
+            ticks=2,
+            trace_context=json.dumps({"traceparent": TRACEPARENT}),
+        ),
+    )
+    first = claim_one(store)
+    assert finish(store, first, Outcome.RETRY, delay=0, error={"error": "E", "message": "m"})
+    claimed = claim_one(store)
+    assert claimed.id == job_id
+    assert claimed.errors  # the first attempt's error, decoded
+    assert claimed == get(store, job_id)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from chronoq.core.fleet import ProcessInfo, ProcessRecord, TaskInfo
@@ -78,6 +80,27 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
         return row[name]
     except (KeyError, IndexError):
         return None
+
+
+JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
+_STATUS_AT = JOB_FIELDS.index("status")
+_STATUSES = {str(status): status for status in JobStatus}
+
+
+def job_tuple_reader(columns: Sequence[str]) -> Callable[[Sequence[Any]], Job]:
+    """A reader of `Job`s from tuple rows whose columns are named `columns` (a cursor's
+    description), for an adapter whose values arrive already typed (psycopg in binary: ints,
+    floats, aware datetimes, decoded JSON). The claim's hot path: one C-level pick of the
+    fields in order per row instead of a dict and a conversion per column, about half the CPU
+    of `job_from_row`."""
+    pick = itemgetter(*(columns.index(name) for name in JOB_FIELDS))
+
+    def read(row: Sequence[Any]) -> Job:
+        values = list(pick(row))
+        values[_STATUS_AT] = _STATUSES[values[_STATUS_AT]]
+        return Job(*values)
+
+    return read
 
 
 def _optional_json(value: Any, decode: Any) -> Any:

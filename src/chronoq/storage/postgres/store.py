@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -46,6 +46,7 @@ from chronoq.storage.postgres.session import configure_session as _configure_ses
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
     job_from_row,
+    job_tuple_reader,
     overview_from_rows,
     overview_since,
     retry_delay,
@@ -246,14 +247,20 @@ class PostgresStore(SqlStore):
             **_attempt_args(params),
         }
         with self._conn() as conn:
-            rows = conn.execute(Q["job_claim"], args, binary=True).fetchall()
-            first = rows[0]
+            # Tuples in binary: every column arrives typed, and the claim's rows are read into
+            # Jobs without a dict each (see job_tuple_reader).
+            with conn.cursor(row_factory=tuple_row) as cur:
+                rows = cur.execute(Q["job_claim"], args, binary=True).fetchall()
+                columns = [column.name for column in cur.description or ()]
+            first = dict(zip(columns, rows[0], strict=True))
             wakeup = Wakeup(
                 first["wakeup_db_now"],
                 first["wakeup_next_run_at"],
                 first["wakeup_next_lease_expiry"],
             )
-            jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+            read = job_tuple_reader(columns)
+            id_at = columns.index("id")
+            jobs = [read(row) for row in rows if row[id_at] is not None]
             limited = first["wakeup_limited"]
             if limited and len(jobs) < params.limit:
                 with conn.transaction():

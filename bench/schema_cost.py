@@ -1,0 +1,298 @@
+"""`python -m bench.schema_cost`: what each index and trigger of `chronoq_jobs` costs the server.
+
+Every index a claim or a finish must update, and every trigger its UPDATE fires, is PostgreSQL
+work paid once per job. This measures that work variant by variant: the table as chronoq ships
+it, then the same table without one index or trigger at a time, then a minimal table (the
+primary key and the claim index, no triggers) as the floor of the design.
+
+Each run: a fresh database, chronoq's migrations, the variant's DDL, `--jobs` no-op jobs written
+by COPY, VACUUM ANALYZE and CHECKPOINT; then one connection claims `--batch` jobs and finishes
+them, with chronoq's own statements (`job_claim`, `job_complete_many`, prepared), until none is
+left. What it reports per job:
+
+```
+ server µs   CPU time of that connection's backend process (/proc), the work itself
+ WAL bytes   pg_current_wal_lsn() moved by the drain: every heap and index write is logged.
+             The least over the runs is reported: a checkpoint during a run (another
+             database's, or a timed one) makes the first write to each page after it log the
+             whole page again, which only ever adds
+```
+
+Variants run interleaved (one run of each, `--repeats` times) so a busy moment hits them all
+alike, and the report gives the median and the range. What an index serves is not measured here:
+the table says what leaving it out would break. Writes `schema_cost.md` and `.json` beside this
+module (`--out DIR` elsewhere); `--smoke` runs a few hundred jobs and writes nowhere unless told.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from bench.cpu import process_seconds
+from bench.harness import with_database
+from bench.machine import describe
+from bench.systems.sql import Q as BENCH_Q
+from chronoq import App
+from chronoq.storage.postgres.store import bigint_array_text
+from chronoq.storage.sqlfile import load_dialect
+
+Q = load_dialect("chronoq.storage.postgres")
+DATABASE = "chronoq_schema_cost"
+HERE = Path(__file__).resolve().parent
+REDIS_DEFAULT = "redis://127.0.0.1:6379/14"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    ddl: tuple[str, ...]
+    # What the statement or feature that needs the dropped object would lose.
+    serves: str
+
+
+VARIANTS = (
+    Variant("as shipped", (), "-"),
+    Variant(
+        "without chronoq_jobs_status_idx",
+        ("DROP INDEX chronoq_jobs_status_idx",),
+        "job listings by status, newest first (dead letters, `chronoq jobs list --status`)",
+    ),
+    Variant(
+        "without chronoq_jobs_finished_idx",
+        ("DROP INDEX chronoq_jobs_finished_idx",),
+        "the pruner's oldest finished jobs; the dashboard's recently finished",
+    ),
+    Variant(
+        "without chronoq_jobs_running_queue_idx",
+        ("DROP INDEX chronoq_jobs_running_queue_idx",),
+        "counting a queue's running jobs under a concurrency limit",
+    ),
+    Variant(
+        "without chronoq_jobs_lease_idx",
+        ("DROP INDEX chronoq_jobs_lease_idx",),
+        "the claim's next lease expiry and the rescuer: a scan of the table per claim without it",
+    ),
+    Variant(
+        "without the notify-on-update trigger",
+        ("DROP TRIGGER chronoq_jobs_notify_update ON chronoq_jobs",),
+        "waking workers when a retry, requeue or rescue makes a job pending",
+    ),
+    Variant(
+        "without the notify-finished trigger",
+        ("DROP TRIGGER chronoq_jobs_notify_finished ON chronoq_jobs",),
+        "waking `App.wait` when a job ends",
+    ),
+    Variant(
+        "floor: only the indexes the claim reads, no triggers",
+        (
+            "DROP TRIGGER chronoq_jobs_notify_update ON chronoq_jobs",
+            "DROP TRIGGER chronoq_jobs_notify_finished ON chronoq_jobs",
+            "DROP TRIGGER chronoq_jobs_notify_insert ON chronoq_jobs",
+            "DROP INDEX chronoq_jobs_status_idx",
+            "DROP INDEX chronoq_jobs_finished_idx",
+            "DROP INDEX chronoq_jobs_running_queue_idx",
+            "DROP INDEX chronoq_jobs_live_key_idx",
+            "DROP INDEX chronoq_jobs_tick_idx",
+        ),
+        # The claim statement itself reads the claim, next-due and lease indexes: without the
+        # last two its wake-up columns scan the table on every claim.
+        "keys, ticks, listings, the pruner, limits and every wake-up: the floor, not a design",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    server_us: float
+    wal_bytes: float
+    jobs_per_s: float
+
+
+def admin_dsn() -> str:
+    return os.environ.get("CHRONOQ_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def fresh_database(admin: str, database: str, variant: Variant, jobs: int) -> str:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in ("drop_database", "create_database"):
+            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(database)))
+    dsn = with_database(admin, database)
+    app = App(dsn, pool_size=1)
+    try:
+        app.migrate()
+    finally:
+        app.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in variant.ddl:
+            conn.execute(statement.encode())
+        now = datetime.now(UTC)
+        with conn.cursor() as cur, cur.copy(BENCH_Q["raw_copy"]) as copy:
+            for _ in range(jobs):
+                copy.write_row(("default", "noop", "{}", 0, now, 3, 60.0))
+        conn.execute(BENCH_Q["vacuum_analyze"])
+        conn.execute(BENCH_Q["checkpoint"])
+    return dsn
+
+
+def drain(dsn: str, jobs: int, batch: int) -> Run:
+    claim_args = {
+        "queues": ["default"],
+        "limit": batch,
+        "worker_id": "schema-cost",
+        "now": None,
+        "leases": Jsonb({"noop": 60.0}),
+        "max_attempts": Jsonb({"noop": 3}),
+        "default_max_attempts": 20,
+    }
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        backend = _one(conn, "SELECT pg_backend_pid() AS v")
+        wal_before = _one(conn, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS v")
+        cpu_before = process_seconds(backend)
+        started = time.perf_counter()
+        done = 0
+        while True:
+            rows = conn.execute(Q["job_claim"], claim_args, prepare=True, binary=True).fetchall()
+            claimed = [row for row in rows if row["id"] is not None]
+            if not claimed:
+                break
+            ids = bigint_array_text([row["id"] for row in claimed])
+            tokens = bigint_array_text([row["lease_token"] for row in claimed])
+            finished = conn.execute(
+                Q["job_complete_many"], {"ids": ids, "tokens": tokens}, prepare=True
+            ).fetchall()
+            done += len(finished)
+        seconds = time.perf_counter() - started
+        cpu = process_seconds(backend) - cpu_before
+        wal = _one(conn, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS v") - wal_before
+    if done != jobs:
+        raise RuntimeError(f"drained {done} jobs of {jobs}")
+    return Run(cpu / jobs * 1e6, float(wal) / jobs, jobs / seconds)
+
+
+def _one(conn: psycopg.Connection[dict[str, Any]], query: str) -> Any:
+    row = conn.execute(query.encode()).fetchone()
+    if row is None:
+        raise RuntimeError(f"no row from {query!r}")
+    return row["v"]
+
+
+def measure(
+    variants: Sequence[Variant],
+    jobs: int,
+    batch: int,
+    repeats: int,
+    admin: str,
+    database: str = DATABASE,
+) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {variant.name: [] for variant in variants}
+    try:
+        for repeat in range(repeats):
+            for variant in variants:
+                dsn = fresh_database(admin, database, variant, jobs)
+                run = drain(dsn, jobs, batch)
+                runs[variant.name].append(run)
+                print(
+                    f"[{repeat + 1}/{repeats}] {variant.name}: {run.server_us:.1f} µs, "
+                    f"{run.wal_bytes:.0f} WAL bytes, {run.jobs_per_s:,.0f} jobs/s per job",
+                    flush=True,
+                )
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(database)))
+    return runs
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def report(
+    variants: Sequence[Variant], runs: dict[str, list[Run]], settings: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    base = statistics.median(r.server_us for r in runs[variants[0].name])
+    base_wal = min(r.wal_bytes for r in runs[variants[0].name])
+    rows = []
+    for variant in variants:
+        server = summary([r.server_us for r in runs[variant.name]])
+        # The least, not the median: see the module's docstring (a checkpoint only adds).
+        wal = {"least": min(r.wal_bytes for r in runs[variant.name])}
+        rate = summary([r.jobs_per_s for r in runs[variant.name]])
+        rows.append(
+            {"variant": asdict(variant), "server_us": server, "wal_bytes": wal}
+            | {
+                "jobs_per_s": rate,
+                "server_saved_us": base - server["median"],
+                "wal_saved_bytes": base_wal - wal["least"],
+            }
+        )
+    results = {"settings": settings, "rows": rows}
+    lines = [
+        "# What each index and trigger of chronoq_jobs costs per job",
+        "",
+        f"`python -m bench.schema_cost` on {settings['machine']}, {settings['date']}, commit "
+        f"{settings['commit']}: {settings['jobs']:,} jobs claimed {settings['batch']} at a time "
+        f"and finished on one connection, {settings['repeats']} runs of each variant "
+        "interleaved; server µs is the backend's CPU time per job, median (min–max); WAL bytes "
+        "per job are the least of the runs (a checkpoint during a run only adds).",
+        "",
+        "| variant | server µs per job | saved | WAL bytes per job | saved | jobs/s (one "
+        "connection) | what leaving it out breaks |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        server, wal, rate = row["server_us"], row["wal_bytes"], row["jobs_per_s"]
+        lines.append(
+            f"| {row['variant']['name']} | {server['median']:.1f} ({server['min']:.1f}–"
+            f"{server['max']:.1f}) | {row['server_saved_us']:.1f} | {wal['least']:,.0f} | "
+            f"{row['wal_saved_bytes']:,.0f} | {rate['median']:,.0f} | "
+            f"{row['variant']['serves']} |"
+        )
+    return "\n".join(lines) + "\n", results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.schema_cost", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="a few hundred jobs, one run")
+    parser.add_argument("--out", type=Path, help="where the report goes (default bench/)")
+    args = parser.parse_args(argv)
+    jobs, repeats = (300, 1) if args.smoke else (args.jobs, args.repeats)
+    runs = measure(VARIANTS, jobs, args.batch, repeats, admin_dsn())
+    described = describe(admin_dsn(), os.environ.get("CHRONOQ_BENCH_REDIS", REDIS_DEFAULT))
+    settings = {
+        "jobs": jobs,
+        "batch": args.batch,
+        "repeats": repeats,
+        "machine": f"{described['cpu']}, {described['cores']} cores, {described['postgres']}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": described["chronoq_commit"],
+    }
+    text, results = report(VARIANTS, runs, settings)
+    print(text)
+    out = args.out if args.out else (None if args.smoke else HERE)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "schema_cost.md").write_text(text, encoding="utf-8")
+        (out / "schema_cost.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
