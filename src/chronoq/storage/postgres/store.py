@@ -185,6 +185,12 @@ class PostgresStore(SqlStore):
             return []
         if conn is not None:
             return self._insert_on(conn, params)
+        if len(params) == 1:
+            # One job is one INSERT, atomic on its own (a key's retry loop and a unique period's
+            # transaction see to themselves): BEGIN and COMMIT would be two more round trips on
+            # the web-request path.
+            with self._conn() as own:
+                return self._insert_on(own, params)
         with self._conn() as own, own.transaction():
             return self._insert_on(own, params)
 
