@@ -185,7 +185,7 @@ UPDATE chronoq_jobs SET status = 'skipped', finished_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
 
 -- name: job_defer_many
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET run_at = d.run_at
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS run_at
       FROM json_each(:deferrals)) AS d
@@ -196,7 +196,7 @@ WHERE chronoq_jobs.id = d.id AND chronoq_jobs.status = 'pending'
 -- missing from the result, but for a cancelled outcome of an attempt whose job was cancelled
 -- while it ran (see the PostgreSQL query). An error joins the history stamped by the store with the attempt it
 -- belongs to and its start and end, as ISO 8601 UTC with microseconds (the form PostgreSQL writes).
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     run_at = CASE WHEN o.outcome <> 'retry' OR (o.keep AND chronoq_jobs.misfire <> 'skip')
                   THEN chronoq_jobs.run_at
@@ -240,7 +240,7 @@ RETURNING id
 -- name: job_heartbeat_many
 -- Renews running attempts and names, by status, those whose job was cancelled while they ran
 -- (see the PostgreSQL query), with the progress each reported since its last heartbeat.
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET locked_until = CASE WHEN status = 'running'
                         THEN :now + CAST(lease_seconds * 1000000 AS INTEGER)
                         ELSE locked_until END,
@@ -259,20 +259,20 @@ RETURNING chronoq_jobs.id, chronoq_jobs.status
 -- name: job_cancelled_among
 -- Of the attempts named, those whose job was cancelled while they held it.
 SELECT j.id
-FROM chronoq_jobs AS j
+FROM chronoq_jobs AS j NOT INDEXED
 JOIN (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
     ON j.id = r.id AND j.lease_token = r.token
 WHERE j.status = 'cancelled' AND j.worker_id IS NOT NULL
 
 -- name: job_fence_rejected
 -- Writes refused because a newer claim moved the token on (see the PostgreSQL query).
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET fence_rejections = fence_rejections + 1
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
 WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token > r.token
 
 -- name: job_release_many
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET status = 'pending', attempts = attempts - 1, locked_until = NULL, worker_id = NULL,
     started_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
@@ -281,7 +281,7 @@ WHERE chronoq_jobs.id = r.id AND chronoq_jobs.lease_token = r.token
 RETURNING chronoq_jobs.id
 
 -- name: job_hand_off_many
-UPDATE chronoq_jobs
+UPDATE chronoq_jobs NOT INDEXED
 SET status = 'pending', attempts = attempts - 1, locked_until = NULL, worker_id = NULL,
     started_at = NULL, run_at = max(run_at, :now + :delay)
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token FROM json_each(:refs)) AS r
