@@ -137,8 +137,12 @@ def claim_ids_args(
     ids: list[int], now: int, params: JobClaimParams | JobClaimIdsParams
 ) -> dict[str, Any]:
     """Arguments of `job_claim_ids`: start these jobs at `now` for the claiming worker."""
+    return claim_args(now, params) | {"ids": json.dumps(ids)}
+
+
+def claim_args(now: int, params: JobClaimParams | JobClaimIdsParams) -> dict[str, Any]:
+    """What every claim statement is told: the instant, the claiming worker and its settings."""
     return {
-        "ids": json.dumps(ids),
         "now": now,
         "worker_id": params.worker_id,
         "leases": json.dumps(dict(params.leases)),

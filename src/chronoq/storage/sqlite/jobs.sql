@@ -44,28 +44,57 @@ RETURNING id
 SELECT id FROM chronoq_jobs WHERE key = :key AND status IN ('pending', 'running')
 
 -- name: job_skip_expired
--- Due jobs with the misfire policy "skip" that are later than their grace end skipped before
--- the claim, so they take no place in its LIMIT.
+-- Due jobs of one open queue with the misfire policy "skip" that are later than their grace,
+-- among the first `limit` in claim order, end skipped before the claim, so they take no place
+-- in its LIMIT. INDEXED BY (here and below): without statistics (chronoq never runs ANALYZE)
+-- SQLite prefers chronoq_jobs_status_idx, and would read every pending job and sort them at
+-- every claim; chronoq_jobs_claim_idx gives them in claim order, one range scan.
 UPDATE chronoq_jobs
 SET status = 'skipped', finished_at = :now
 WHERE id IN (
-    SELECT id FROM chronoq_jobs
-    WHERE status = 'pending'
-      AND queue IN (SELECT value FROM json_each(:queues))
-      AND run_at <= :now
+    SELECT id FROM chronoq_jobs INDEXED BY chronoq_jobs_claim_idx
+    WHERE status = 'pending' AND queue = :queue AND run_at <= :now
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
   AND misfire = 'skip' AND run_at + CAST(misfire_grace * 1000000 AS INTEGER) < :now
 
--- name: job_due_ids
--- Runs inside BEGIN IMMEDIATE: the write lock is taken before the read, so two processes can
--- never pick the same rows (SQLite's stand-in for FOR UPDATE SKIP LOCKED); job_claim_ids then
--- starts them.
-SELECT id FROM chronoq_jobs
-WHERE status = 'pending'
-  AND queue IN (SELECT value FROM json_each(:queues))
-  AND run_at <= :now
+-- name: job_claim_queue
+-- Starts the first `limit` due jobs of one open queue in claim order. It runs inside BEGIN
+-- IMMEDIATE: the write lock is taken before the read, so two processes can never pick the same
+-- rows (SQLite's stand-in for FOR UPDATE SKIP LOCKED). The worker's settings for its tasks are
+-- unpacked once per statement into two small tables, not from their JSON once per row.
+WITH lease AS MATERIALIZED (SELECT key AS task, value FROM json_each(:leases)),
+attempts AS MATERIALIZED (SELECT key AS task, value FROM json_each(:max_attempts))
+UPDATE chronoq_jobs
+SET status = 'running',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    worker_id = :worker_id,
+    started_at = :now,
+    max_attempts = coalesce(
+        max_attempts,
+        (SELECT value FROM attempts WHERE attempts.task = chronoq_jobs.task),
+        :default_max_attempts),
+    lease_seconds = coalesce(
+        (SELECT value FROM lease WHERE lease.task = chronoq_jobs.task), lease_seconds),
+    locked_until = :now + CAST(coalesce(
+        (SELECT value FROM lease WHERE lease.task = chronoq_jobs.task), lease_seconds
+    ) * 1000000 AS INTEGER)
+WHERE id IN (
+    SELECT id FROM chronoq_jobs INDEXED BY chronoq_jobs_claim_idx
+    WHERE status = 'pending' AND queue = :queue AND run_at <= :now
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING *
+
+-- name: job_due_in_queue
+-- A worker serving several open queues: each queue's first `limit` due jobs in claim order
+-- (chronoq_jobs_claim_idx covers them), merged by the store to learn how many to claim from
+-- each with job_claim_queue, so the claim takes the first `limit` of all of them together.
+SELECT priority, run_at, id FROM chronoq_jobs INDEXED BY chronoq_jobs_claim_idx
+WHERE status = 'pending' AND queue = :queue AND run_at <= :now
 ORDER BY priority DESC, run_at, id
 LIMIT :limit
 
@@ -320,16 +349,24 @@ WHERE id IN (
 RETURNING id, status
 
 -- name: job_next_run_at
-SELECT min(run_at) AS next_run_at FROM chronoq_jobs
-WHERE status = 'pending' AND queue IN (SELECT value FROM json_each(:queues))
+-- One index descent per queue (chronoq_jobs_next_due_idx), whatever the backlog.
+SELECT min((SELECT run_at FROM chronoq_jobs INDEXED BY chronoq_jobs_next_due_idx
+            WHERE status = 'pending' AND queue = q.value
+            ORDER BY run_at LIMIT 1)) AS next_run_at
+FROM json_each(:queues) AS q
 
 -- name: job_next_run_after
--- After a claim: the next job to fall due later than the claim's clock.
-SELECT min(run_at) AS next_run_at FROM chronoq_jobs
-WHERE status = 'pending' AND queue IN (SELECT value FROM json_each(:queues)) AND run_at > :now
+-- After a claim: the next job to fall due later than the claim's clock, one index descent per
+-- queue.
+SELECT min((SELECT run_at FROM chronoq_jobs INDEXED BY chronoq_jobs_next_due_idx
+            WHERE status = 'pending' AND queue = q.value AND run_at > :now
+            ORDER BY run_at LIMIT 1)) AS next_run_at
+FROM json_each(:queues) AS q
 
 -- name: job_next_lease_expiry
-SELECT min(locked_until) AS next_lease_expiry FROM chronoq_jobs WHERE status = 'running'
+SELECT min(locked_until) AS next_lease_expiry
+FROM chronoq_jobs INDEXED BY chronoq_jobs_lease_idx
+WHERE status = 'running'
 
 -- name: job_get
 SELECT * FROM chronoq_jobs WHERE id = :id

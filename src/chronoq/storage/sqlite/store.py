@@ -8,11 +8,13 @@ claims instead of failing with SQLITE_BUSY on a lock upgrade. WAL lets readers g
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -53,7 +55,12 @@ from chronoq.storage.rows import (
     storable_text,
 )
 from chronoq.storage.sqlfile import load_dialect
-from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
+from chronoq.storage.sqlite.coordination import (
+    SqliteElector,
+    SqliteLimitedIO,
+    claim_args,
+    claim_ids_args,
+)
 from chronoq.storage.sqlstore import Connection, SqlStore
 from chronoq.storage.tier import (
     SKIP,
@@ -236,13 +243,14 @@ class SqliteStore(SqlStore):
     ) -> list[Job]:
         if params.limit <= 0 or not queues:
             return []
-        args = {"queues": json.dumps(queues), "limit": params.limit, "now": now}
-        db.execute(Q["job_skip_expired"], args)
-        ids = [row["id"] for row in db.execute(Q["job_due_ids"], args)]
-        if not ids:
-            return []
-        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(ids, now, params)).fetchall()
-        return [_job(row) for row in claimed]
+        args = claim_args(now, params)
+        jobs: list[Job] = []
+        for queue, limit in _shares(db, queues, params.limit, now):
+            queue_args = args | {"queue": queue, "limit": limit}
+            db.execute(Q["job_skip_expired"], queue_args)
+            claimed = db.execute(Q["job_claim_queue"], queue_args).fetchall()
+            jobs.extend(_job(row) for row in claimed)
+        return jobs
 
     # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
 
@@ -506,6 +514,22 @@ def _job(row: Mapping[str, Any]) -> Job:
 
 def _schedule(row: Mapping[str, Any]) -> Schedule:
     return schedule_from_row(row, micros_to_datetime, json.loads)
+
+
+def _shares(
+    db: sqlite3.Connection, queues: list[str], limit: int, now: int
+) -> list[tuple[str, int]]:
+    """How many jobs to claim from each open queue: all `limit` from a lone queue; else as many
+    as each has among the first `limit` due jobs of all of them together, in claim order."""
+    if len(queues) == 1:
+        return [(queues[0], limit)]
+    candidates = []
+    for queue in queues:
+        args = {"queue": queue, "limit": limit, "now": now}
+        for priority, run_at, job_id in db.execute(Q["job_due_in_queue"], args):
+            candidates.append((-priority, run_at, job_id, queue))
+    taken = Counter(queue for *_, queue in heapq.nsmallest(limit, candidates))
+    return [(queue, taken[queue]) for queue in queues if taken[queue]]
 
 
 def _split_requested(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
