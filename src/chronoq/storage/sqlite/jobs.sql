@@ -260,6 +260,19 @@ WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
            AND o.outcome = 'cancelled'))
 RETURNING chronoq_jobs.id
 
+-- name: job_complete_many
+-- The common batch, every attempt done with no output and nothing to record: job_finish_many's
+-- effect for the outcome 'done', from [id, token] pairs instead of seven-field objects and with
+-- no per-row CASE to evaluate. Fenced the same way; a cancelled job is left alone (a done
+-- outcome never joins its history).
+UPDATE chronoq_jobs NOT INDEXED
+SET status = 'done', locked_until = NULL, finished_at = :now, output = NULL
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token
+      FROM json_each(:refs)) AS o
+WHERE chronoq_jobs.id = o.id AND chronoq_jobs.lease_token = o.token
+  AND chronoq_jobs.status = 'running'
+RETURNING chronoq_jobs.id
+
 -- name: job_complete_in
 UPDATE chronoq_jobs
 SET status = 'done', locked_until = NULL, finished_at = :now, output = :output

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -304,6 +304,10 @@ class SqliteStore(SqlStore):
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()
+        if all(
+            p.outcome == Outcome.DONE and p.error is None and p.output_json is None for p in params
+        ):
+            return self._complete_many(params)
         items = [
             {
                 "id": p.id,
@@ -322,6 +326,16 @@ class SqliteStore(SqlStore):
             ).fetchall()
             accepted = {row["id"] for row in rows}
             _count_fence_rejections(db, [(p.id, p.lease_token) for p in params], accepted)
+        return accepted
+
+    def _complete_many(self, params: Sequence[JobFinishParams]) -> set[int]:
+        pairs = [(p.id, p.lease_token) for p in params]
+        with self._write() as db:
+            rows = db.execute(
+                Q["job_complete_many"], {"refs": json.dumps(pairs), "now": now_micros()}
+            ).fetchall()
+            accepted = {row[0] for row in rows}
+            _count_fence_rejections(db, pairs, accepted)
         return accepted
 
     def job_complete_in(self, conn: Any, ref: JobLeaseRef, output_json: str | None = None) -> bool:
