@@ -44,7 +44,6 @@ from chronoq.storage.dsn import sqlite_path
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.rows import (
     datetime_to_micros,
-    job_from_row,
     leader_term,
     micros_to_datetime,
     overview_from_rows,
@@ -60,6 +59,8 @@ from chronoq.storage.sqlite.coordination import (
     SqliteLimitedIO,
     claim_args,
     claim_ids_args,
+    claimed_jobs,
+    job_from_json_row,
 )
 from chronoq.storage.sqlstore import Connection, SqlStore
 from chronoq.storage.tier import (
@@ -90,6 +91,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, dsn: str, *, migrate: bool = True) -> None:
         self.path = sqlite_path(dsn)
+        self._real_path = os.path.realpath(self.path)  # resolved once: commits announce it
         self.dsn_display = dsn
         self._lock = threading.RLock()
         self._db = _connect(self.path)
@@ -116,7 +118,7 @@ class SqliteStore(SqlStore):
                 # to nobody: announcing it would wake this process's workers into another
                 # empty claim, which would announce itself again, round and round.
                 if self._db.total_changes != changes:
-                    _LOCAL_COMMITS.announce(self.path)
+                    _LOCAL_COMMITS.announce(self._real_path)
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
             except sqlite3.IntegrityError as exc:
@@ -248,8 +250,7 @@ class SqliteStore(SqlStore):
         for queue, limit in _shares(db, queues, params.limit, now):
             queue_args = args | {"queue": queue, "limit": limit}
             db.execute(Q["job_skip_expired"], queue_args)
-            claimed = db.execute(Q["job_claim_queue"], queue_args).fetchall()
-            jobs.extend(_job(row) for row in claimed)
+            jobs.extend(claimed_jobs(db, "job_claim_queue", queue_args))
         return jobs
 
     # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
@@ -281,8 +282,7 @@ class SqliteStore(SqlStore):
             db.execute(Q["job_skip_ids"], {"ids": json.dumps(skip), "now": now})
         if not start:
             return []
-        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(start, now, params))
-        return [_job(row) for row in claimed.fetchall()]
+        return claimed_jobs(db, "job_claim_ids", claim_ids_args(start, now, params))
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
         check_stage_params(params)
@@ -523,7 +523,7 @@ def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobIn
 
 
 def _job(row: Mapping[str, Any]) -> Job:
-    return job_from_row(row, micros_to_datetime, json.loads)
+    return job_from_json_row(row)
 
 
 def _schedule(row: Mapping[str, Any]) -> Schedule:
@@ -603,9 +603,10 @@ class _LocalCommits:
         with self._lock:
             self._events.get(os.path.realpath(path), set()).discard(event)
 
-    def announce(self, path: str) -> None:
+    def announce(self, real_path: str) -> None:
+        """Wake the listeners of the file at `real_path` (resolved by `os.path.realpath`)."""
         with self._lock:
-            events = list(self._events.get(os.path.realpath(path), ()))
+            events = list(self._events.get(real_path, ()))
         for event in events:
             event.set()
 
