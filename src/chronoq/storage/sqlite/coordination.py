@@ -13,6 +13,7 @@ compare against.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -158,7 +159,13 @@ def claimed_jobs(db: sqlite3.Connection, query: str, args: dict[str, Any]) -> li
     cursor.row_factory = None
     cursor.execute(Q[query], args)
     names = [column[0] for column in cursor.description]
-    return [job_from_json_row(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    # The jobs of one claim share their start and lease instants, and jobs enqueued together
+    # their creation and run_at: each instant becomes a datetime once per claim.
+    to_time = functools.cache(micros_to_datetime)
+    return [
+        job_from_row(dict(zip(names, row, strict=True)), to_time, from_json)
+        for row in cursor.fetchall()
+    ]
 
 
 def job_from_json_row(row: Mapping[str, Any]) -> Job:
