@@ -31,7 +31,7 @@ class BareSQL(ChronoqPostgres):
     title: ClassVar[str] = "bare SQL loop (limit)"
     backend: ClassVar[str] = "postgres"
     notes: ClassVar[str] = (
-        "chronoq's job_claim and job_finish_many statements in a psycopg loop, one connection "
+        "chronoq's job_claim and job_complete_many statements in a psycopg loop, one connection "
         "per process; enqueue is a raw COPY of the same rows."
     )
     measures_latency: ClassVar[bool] = False
@@ -87,7 +87,7 @@ class BareSQL(ChronoqPostgres):
                     continue
                 for row in rows:
                     recorder.started(row["payload"].get("t"))
-                conn.execute(Q["job_finish_many"], _finish_args(rows), prepare=True).fetchall()
+                conn.execute(Q["job_complete_many"], _finish_args(rows), prepare=True).fetchall()
 
 
 def _claim_args(batch: int) -> dict[str, Any]:
@@ -103,13 +103,10 @@ def _claim_args(batch: int) -> dict[str, Any]:
 
 
 def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The store's finish of a batch of successes: ids and tokens (job_complete_many)."""
     return {
         "ids": [row["id"] for row in rows],
         "tokens": [row["lease_token"] for row in rows],
-        "outcomes": ["done"] * len(rows),
-        "delays": [0.0] * len(rows),
-        "errors": [None] * len(rows),
-        "keeps": [False] * len(rows),
     }
 
 
