@@ -354,7 +354,8 @@ SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
                        || printf('.%06d+00:00', :now % 1000000),
         'outcome', CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END))
 WHERE id IN (
-    SELECT id FROM chronoq_jobs
+    -- INDEXED BY: the expired leases first, not every running job read and sorted.
+    SELECT id FROM chronoq_jobs INDEXED BY chronoq_jobs_lease_idx
     WHERE status = 'running' AND locked_until < :now
     ORDER BY locked_until
     LIMIT :limit
@@ -490,7 +491,8 @@ GROUP BY 1, 2, 3, 4
 -- name: job_prune
 DELETE FROM chronoq_jobs
 WHERE id IN (
-    SELECT id FROM chronoq_jobs
+    -- INDEXED BY: the oldest finished jobs first, not every one of them read and sorted.
+    SELECT id FROM chronoq_jobs INDEXED BY chronoq_jobs_finished_idx
     WHERE status IN ('done', 'cancelled', 'skipped') AND finished_at < :now - :older_than
     ORDER BY finished_at
     LIMIT :limit
