@@ -22,7 +22,15 @@ from bench.machine import describe
 from bench.merge import MergeError, merge
 from bench.systems import MODULES
 
-DEFAULT_SYSTEMS = ("chronoq", "chronoq-sqlite", "bare-sql", "pgqueuer", "procrastinate", "saq")
+DEFAULT_SYSTEMS = (
+    "chronoq",
+    "chronoq-sqlite",
+    "bare-sql",
+    "bare-sqlite",
+    "pgqueuer",
+    "procrastinate",
+    "saq",
+)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -38,6 +38,10 @@ def _ratio_check(name: str, goal: float, ours: float | None, theirs: float | Non
     return Check(name, f"≥ {goal}×", f"{ratio:.3g}×", ratio >= goal)
 
 
+# Each chronoq store and the bare loop of its own statements, the limit it is measured against.
+BARE_LOOPS = {"chronoq": "bare-sql", "chronoq-sqlite": "bare-sqlite"}
+
+
 def _worst_layout_check(figures: dict[str, Any]) -> Check:
     """chronoq against the bare loop layout for layout (same processes and fetch size)."""
     ours, limit = _by_layout(figures, "chronoq"), _by_layout(figures, "bare-sql")
@@ -267,15 +271,11 @@ def _drain_section(figures: dict[str, Any], charts: dict[str, str], title: Title
     ]
     if "drain" in charts:
         lines += [f"![drain]({charts['drain']})", ""]
-    bare = _by_layout(figures, "bare-sql")
+    bare = {ours: _by_layout(figures, loop) for ours, loop in BARE_LOOPS.items()}
     rows = []
     for r in figures["drain"]:
-        limit = bare.get((r["config"]["processes"], r["config"]["batch"]))
-        versus = (
-            f"{r['jobs_per_s']['median'] / limit:.2f}×"
-            if limit and r["system"] == "chronoq"
-            else ""
-        )
+        limit = bare.get(r["system"], {}).get((r["config"]["processes"], r["config"]["batch"]))
+        versus = f"{r['jobs_per_s']['median'] / limit:.2f}×" if limit else ""
         rate = _rate(r["jobs_per_s"])
         client = f"{r['client_cpu_us_per_job']['median']:.0f}"
         server = f"{r['server_cpu_us_per_job']['median']:.0f}"

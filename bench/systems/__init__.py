@@ -10,6 +10,7 @@ MODULES = {
     "chronoq": "bench.systems.chronoq_pg",
     "chronoq-sqlite": "bench.systems.chronoq_sqlite",
     "bare-sql": "bench.systems.bare_sql",
+    "bare-sqlite": "bench.systems.bare_sqlite",
     "pgqueuer": "bench.systems.pgqueuer_peer",
     "procrastinate": "bench.systems.procrastinate_peer",
     "saq": "bench.systems.saq_peer",

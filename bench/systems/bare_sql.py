@@ -108,6 +108,7 @@ def _claim_args(batch: int) -> dict[str, Any]:
 
 
 def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The store's finish of a batch of successes: ids and tokens (job_complete_many)."""
     return {
         "ids": bigint_array_text([row["id"] for row in rows]),
         "tokens": bigint_array_text([row["lease_token"] for row in rows]),

@@ -20,6 +20,12 @@ SELECT count(*) AS n FROM (
     LIMIT :cap
 )
 
+-- name: raw_insert_sqlite
+-- The bare SQLite loop's enqueue: the rows chronoq's bulk path writes, straight in.
+INSERT INTO chronoq_jobs (queue, task, payload, priority, run_at, max_attempts, lease_seconds,
+                          created_at)
+VALUES (:queue, :task, :payload, :priority, :run_at, :max_attempts, :lease_seconds, :now)
+
 -- name: chronoq_herd_due_at
 -- The herd's one due instant: the first whole second at least `lead` seconds from now on the
 -- database's clock (the clock that stamps `started_at`), so 1-second windows counted from it

@@ -13,9 +13,10 @@ compare against.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -117,8 +118,7 @@ class SqliteLimitedIO:
             db.execute(Q["job_defer_many"], {"deferrals": json.dumps(deferrals)})
         jobs: list[Job] = []
         if plan.claim:
-            rows = db.execute(Q["job_claim_ids"], claim_ids_args(plan.claim, at, params)).fetchall()
-            jobs = [job_from_row(row, micros_to_datetime, json.loads) for row in rows]
+            jobs = claimed_jobs(db, "job_claim_ids", claim_ids_args(plan.claim, at, params))
         if plan.key_buckets:
             buckets = [
                 [key, bucket.tokens, datetime_to_micros(bucket.refilled_at or now)]
@@ -137,11 +137,47 @@ def claim_ids_args(
     ids: list[int], now: int, params: JobClaimParams | JobClaimIdsParams
 ) -> dict[str, Any]:
     """Arguments of `job_claim_ids`: start these jobs at `now` for the claiming worker."""
+    return claim_args(now, params) | {"ids": json.dumps(ids)}
+
+
+def claim_args(now: int, params: JobClaimParams | JobClaimIdsParams) -> dict[str, Any]:
+    """What every claim statement is told: the instant, the claiming worker and its settings."""
     return {
-        "ids": json.dumps(ids),
         "now": now,
         "worker_id": params.worker_id,
         "leases": json.dumps(dict(params.leases)),
         "max_attempts": json.dumps(dict(params.max_attempts)),
         "default_max_attempts": params.default_max_attempts,
     }
+
+
+def claimed_jobs(db: sqlite3.Connection, query: str, args: dict[str, Any]) -> list[Job]:
+    """The jobs a claim statement returns (RETURNING *). The rows come as plain tuples, made
+    dicts by their column names once: a claim returns many rows, and `sqlite3.Row` finds a
+    column by comparing its name with each of the row's, for every column read."""
+    cursor = db.cursor()
+    cursor.row_factory = None
+    cursor.execute(Q[query], args)
+    names = [column[0] for column in cursor.description]
+    # The jobs of one claim share their start and lease instants, and jobs enqueued together
+    # their creation and run_at: each instant becomes a datetime once per claim.
+    to_time = functools.cache(micros_to_datetime)
+    return [
+        job_from_row(dict(zip(names, row, strict=True)), to_time, from_json)
+        for row in cursor.fetchall()
+    ]
+
+
+def job_from_json_row(row: Mapping[str, Any]) -> Job:
+    """A job from a row of chronoq_jobs, its times microseconds and its JSON columns text."""
+    return job_from_row(row, micros_to_datetime, from_json)
+
+
+def from_json(text: str) -> Any:
+    """JSON text as Python values; the empty object and list (most payloads and histories)
+    without a trip through the parser."""
+    if text == "{}":
+        return {}
+    if text == "[]":
+        return []
+    return json.loads(text)

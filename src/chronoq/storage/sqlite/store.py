@@ -8,18 +8,20 @@ claims instead of failing with SQLITE_BUSY on a lock upgrade. WAL lets readers g
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
-from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Wakeup
+from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
 from chronoq.storage.base import (
@@ -42,7 +44,6 @@ from chronoq.storage.dsn import sqlite_path
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.rows import (
     datetime_to_micros,
-    job_from_row,
     leader_term,
     micros_to_datetime,
     overview_from_rows,
@@ -53,7 +54,14 @@ from chronoq.storage.rows import (
     storable_text,
 )
 from chronoq.storage.sqlfile import load_dialect
-from chronoq.storage.sqlite.coordination import SqliteElector, SqliteLimitedIO, claim_ids_args
+from chronoq.storage.sqlite.coordination import (
+    SqliteElector,
+    SqliteLimitedIO,
+    claim_args,
+    claim_ids_args,
+    claimed_jobs,
+    job_from_json_row,
+)
 from chronoq.storage.sqlstore import Connection, SqlStore
 from chronoq.storage.tier import (
     SKIP,
@@ -83,6 +91,7 @@ class SqliteStore(SqlStore):
 
     def __init__(self, dsn: str, *, migrate: bool = True) -> None:
         self.path = sqlite_path(dsn)
+        self._real_path = os.path.realpath(self.path)  # resolved once: commits announce it
         self.dsn_display = dsn
         self._lock = threading.RLock()
         self._db = _connect(self.path)
@@ -109,7 +118,7 @@ class SqliteStore(SqlStore):
                 # to nobody: announcing it would wake this process's workers into another
                 # empty claim, which would announce itself again, round and round.
                 if self._db.total_changes != changes:
-                    _LOCAL_COMMITS.announce(self.path)
+                    _LOCAL_COMMITS.announce(self._real_path)
             except sqlite3.OperationalError as exc:
                 raise _translate(exc, self.path) from exc
             except sqlite3.IntegrityError as exc:
@@ -236,13 +245,13 @@ class SqliteStore(SqlStore):
     ) -> list[Job]:
         if params.limit <= 0 or not queues:
             return []
-        args = {"queues": json.dumps(queues), "limit": params.limit, "now": now}
-        db.execute(Q["job_skip_expired"], args)
-        ids = [row["id"] for row in db.execute(Q["job_due_ids"], args)]
-        if not ids:
-            return []
-        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(ids, now, params)).fetchall()
-        return [_job(row) for row in claimed]
+        args = claim_args(now, params)
+        jobs: list[Job] = []
+        for queue, limit in _shares(db, queues, params.limit, now):
+            queue_args = args | {"queue": queue, "limit": limit}
+            db.execute(Q["job_skip_expired"], queue_args)
+            jobs.extend(claimed_jobs(db, "job_claim_queue", queue_args))
+        return jobs
 
     # -- tiered dispatch (see chronoq.storage.tier) ---------------------------------------
 
@@ -273,8 +282,7 @@ class SqliteStore(SqlStore):
             db.execute(Q["job_skip_ids"], {"ids": json.dumps(skip), "now": now})
         if not start:
             return []
-        claimed = db.execute(Q["job_claim_ids"], claim_ids_args(start, now, params))
-        return [_job(row) for row in claimed.fetchall()]
+        return claimed_jobs(db, "job_claim_ids", claim_ids_args(start, now, params))
 
     def job_stage_candidates(self, params: JobStageParams) -> Staging:
         check_stage_params(params)
@@ -296,6 +304,10 @@ class SqliteStore(SqlStore):
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
             return set()
+        if all(
+            p.outcome == Outcome.DONE and p.error is None and p.output_json is None for p in params
+        ):
+            return self._complete_many(params)
         items = [
             {
                 "id": p.id,
@@ -314,6 +326,16 @@ class SqliteStore(SqlStore):
             ).fetchall()
             accepted = {row["id"] for row in rows}
             _count_fence_rejections(db, [(p.id, p.lease_token) for p in params], accepted)
+        return accepted
+
+    def _complete_many(self, params: Sequence[JobFinishParams]) -> set[int]:
+        pairs = [(p.id, p.lease_token) for p in params]
+        with self._write() as db:
+            rows = db.execute(
+                Q["job_complete_many"], {"refs": json.dumps(pairs), "now": now_micros()}
+            ).fetchall()
+            accepted = {row[0] for row in rows}
+            _count_fence_rejections(db, pairs, accepted)
         return accepted
 
     def job_complete_in(self, conn: Any, ref: JobLeaseRef, output_json: str | None = None) -> bool:
@@ -524,11 +546,27 @@ def _insert_unique(db: sqlite3.Connection, job: JobInsertParams, now: int) -> Jo
 
 
 def _job(row: Mapping[str, Any]) -> Job:
-    return job_from_row(row, micros_to_datetime, json.loads)
+    return job_from_json_row(row)
 
 
 def _schedule(row: Mapping[str, Any]) -> Schedule:
     return schedule_from_row(row, micros_to_datetime, json.loads)
+
+
+def _shares(
+    db: sqlite3.Connection, queues: list[str], limit: int, now: int
+) -> list[tuple[str, int]]:
+    """How many jobs to claim from each open queue: all `limit` from a lone queue; else as many
+    as each has among the first `limit` due jobs of all of them together, in claim order."""
+    if len(queues) == 1:
+        return [(queues[0], limit)]
+    candidates = []
+    for queue in queues:
+        args = {"queue": queue, "limit": limit, "now": now}
+        for priority, run_at, job_id in db.execute(Q["job_due_in_queue"], args):
+            candidates.append((-priority, run_at, job_id, queue))
+    taken = Counter(queue for *_, queue in heapq.nsmallest(limit, candidates))
+    return [(queue, taken[queue]) for queue in queues if taken[queue]]
 
 
 def _split_requested(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
@@ -588,9 +626,10 @@ class _LocalCommits:
         with self._lock:
             self._events.get(os.path.realpath(path), set()).discard(event)
 
-    def announce(self, path: str) -> None:
+    def announce(self, real_path: str) -> None:
+        """Wake the listeners of the file at `real_path` (resolved by `os.path.realpath`)."""
         with self._lock:
-            events = list(self._events.get(os.path.realpath(path), ()))
+            events = list(self._events.get(real_path, ()))
         for event in events:
             event.set()
 
