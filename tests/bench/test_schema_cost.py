@@ -1,5 +1,6 @@
 """The schema cost benchmark at a tiny size against the real server: every variant's DDL applies
-to the shipped schema, the drain empties the table, and the report has a row per variant."""
+to the shipped schema, the drain empties the table (measure raises otherwise), and the report
+has a row per variant. Its figures mean nothing at this size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from bench.schema_cost import VARIANTS, measure, report
 from tests.conftest import _admin_dsn, _missing_service
 
 
-def test_every_variant_applies_and_the_floor_writes_less() -> None:
+def test_every_variant_applies_and_drains() -> None:
     admin = _admin_dsn()
     try:
         psycopg.connect(admin, connect_timeout=5).close()
@@ -20,8 +21,7 @@ def test_every_variant_applies_and_the_floor_writes_less() -> None:
     )
 
     assert set(runs) == {variant.name for variant in VARIANTS}
-    shipped, floor = runs[VARIANTS[0].name][0], runs[VARIANTS[-1].name][0]
-    assert shipped.wal_bytes > floor.wal_bytes > 0
+    assert all(run.jobs_per_s > 0 and run.server_us >= 0 for [run] in runs.values())
     text, results = report(
         VARIANTS,
         runs,
