@@ -19,9 +19,10 @@ WAL volume is not reported: after the checkpoint each page's first change logs t
 and those images, not the index entries, decide the bytes a drain writes.
 
 Variants run interleaved (one run of each, `--repeats` times, each round starting at the next
-variant) so a busy moment hits them all alike, and the report gives the median and the range. What an index serves is not measured here:
-the table says what leaving it out would break. Writes `schema_cost.md` and `.json` beside this
-module (`--out DIR` elsewhere); `--smoke` runs a few hundred jobs and writes nowhere unless told.
+variant) so a busy moment hits them all alike, and the report gives the median and the range.
+What an index serves is not measured here: the table says what leaving it out would break.
+Writes `schema_cost.md` and `.json` beside this module (`--out DIR` elsewhere); `--smoke` runs
+a few hundred jobs and writes nowhere unless told.
 """
 
 from __future__ import annotations
