@@ -11,6 +11,9 @@ lateness (now - t) so the parent can read it; in the drain figures it does nothi
 The herd figure is for systems whose rate limit holds across worker processes: their workers
 serve one rate-limited queue (`serve_herd`), and the figure reads when each job started from
 the database afterwards, not from the workers.
+
+The one-by-one enqueue figure calls `enqueue_singly` in the parent: the system's documented
+single-job enqueue, one call at a time from one thread, as a web request makes it.
 """
 
 from __future__ import annotations
@@ -158,6 +161,17 @@ class System:
     def close(self) -> None:
         """Release connections the parent-side methods opened."""
 
+    # -- the one-by-one enqueue figure ----------------------------------------------------
+
+    def enqueue_singly(self, count: int) -> list[float]:
+        """Enqueue `count` immediately due no-op jobs, one call of the system's documented
+        single-job enqueue at a time, from this thread; the seconds each call took."""
+        return timed_calls(self.enqueue_one, count)
+
+    def enqueue_one(self) -> None:
+        """One immediately due no-op job by the system's documented single-job enqueue."""
+        raise NotImplementedError
+
     # -- the herd figure (systems with a `herd_layout`) -----------------------------------
 
     def enqueue_herd(self, count: int, lead: float) -> int:
@@ -216,3 +230,36 @@ class AsyncPeer(System):
 
     async def disconnect(self) -> None:
         """Close the connections the parent-side calls opened."""
+
+    def enqueue_singly(self, count: int) -> list[float]:
+        # Every call awaited inside one coroutine, as an async web handler awaits it: running
+        # the loop once per call would add the loop's start and stop to each call.
+        return self.run(timed_calls_async(self.enqueue_one_async, count))
+
+    def enqueue_one(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} enqueues through enqueue_one_async")
+
+    async def enqueue_one_async(self) -> None:
+        """One immediately due no-op job by the system's documented single-job enqueue. The
+        client was connected by `install`, so this may not open it (that needs `run`)."""
+        raise NotImplementedError
+
+
+def timed_calls(call: Callable[[], object], count: int) -> list[float]:
+    """`call()` `count` times in a row; the seconds each took."""
+    seconds = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+async def timed_calls_async(call: Callable[[], Awaitable[object]], count: int) -> list[float]:
+    """`await call()` `count` times in a row; the seconds each took."""
+    seconds = []
+    for _ in range(count):
+        started = time.perf_counter()
+        await call()
+        seconds.append(time.perf_counter() - started)
+    return seconds
