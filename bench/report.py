@@ -684,8 +684,8 @@ def _steady_section(figures: dict[str, Any], charts: dict[str, str], title: Titl
     missed = [title(r["system"]) for r in rows if not r["reached"]]
     if missed:
         lines += [
-            f"Could not keep up with the stream's rate: {', '.join(missed)}; its lateness "
-            "then grows through the stream and measures the backlog, not the wake-up.",
+            f"Could not keep up with the stream's rate: {', '.join(missed)}. Lateness then "
+            "grows through the stream and measures the backlog, not the wake-up.",
             "",
         ]
     return lines
