@@ -1232,7 +1232,7 @@ def stream_once(settings: Settings, name: str, config: WorkerConfig, rate: float
     target = fresh_environment(settings)
     system = open_system(name, target)
     try:
-        with workers(settings, name, target, config, "record") as group:
+        with workers(settings, name, target, config, "stream") as group:
             group.go()
             first_due = time.time() + LATENESS_LEAD + jobs / STREAM_ENQUEUE_RATE
             system.enqueue_due([first_due + i / rate for i in range(jobs)])

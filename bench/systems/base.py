@@ -6,7 +6,8 @@ jobs with its own fastest documented API, and says how many jobs are left. Worke
 separate processes (`python -m bench.worker`), which import the system, build its worker, print
 `ready`, wait for `go` on stdin, then run until SIGTERM. A job handler calls
 `Recorder.started(t)` with the `t` of its payload: in the latency figures it prints the
-lateness (now - t) so the parent can read it; in the drain figures it does nothing.
+lateness (now - t) so the parent can read it (in the steady stream's `stream` mode, a batch of
+lines every few milliseconds); in the drain figures it does nothing.
 
 The herd figure is for systems whose rate limit holds across worker processes: their workers
 serve one rate-limited queue (`serve_herd`), and the figure reads when each job started from
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -77,15 +79,40 @@ class HerdStart:
 
 
 class Recorder:
-    """Handlers report when a job started; in `record` mode the lateness goes to stdout."""
+    """Handlers report when a job started; in `record` mode the lateness goes to stdout.
 
-    def __init__(self, record: bool) -> None:
+    With `flush_every` (seconds) the lines wait in memory and a thread writes them together
+    that often: at thousands of jobs a second, a write per job (and the parent's read of each)
+    takes enough of two shared cores to make the queue late by itself."""
+
+    def __init__(self, record: bool, flush_every: float | None = None) -> None:
         self.record = record
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._batched = record and flush_every is not None
+        if self._batched:
+            assert flush_every is not None
+            threading.Thread(target=self._flush_loop, args=(flush_every,), daemon=True).start()
 
     def started(self, t: float | None) -> None:
-        if self.record and t is not None:
-            sys.stdout.write(f"{time.time() - t:.6f}\n")
-            sys.stdout.flush()
+        if not self.record or t is None:
+            return
+        line = f"{time.time() - t:.6f}\n"
+        if self._batched:
+            with self._lock:
+                self._pending.append(line)
+            return
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    def _flush_loop(self, every: float) -> None:
+        while True:
+            time.sleep(every)
+            with self._lock:
+                lines, self._pending = self._pending, []
+            if lines:
+                sys.stdout.write("".join(lines))
+                sys.stdout.flush()
 
 
 class System:
