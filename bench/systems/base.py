@@ -108,11 +108,15 @@ class Recorder:
     def _flush_loop(self, every: float) -> None:
         while True:
             time.sleep(every)
-            with self._lock:
-                lines, self._pending = self._pending, []
-            if lines:
-                sys.stdout.write("".join(lines))
-                sys.stdout.flush()
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the lines waiting in memory, in one write."""
+        with self._lock:
+            lines, self._pending = self._pending, []
+        if lines:
+            sys.stdout.write("".join(lines))
+            sys.stdout.flush()
 
 
 class System:

@@ -29,7 +29,7 @@ from bench.harness import (
 from bench.merge import figure_label, merge
 from bench.report import check_targets, markdown
 from bench.systems.bare_sql import BareSQL
-from bench.systems.base import Target, WorkerConfig
+from bench.systems.base import Recorder, Target, WorkerConfig
 from bench.systems.chronoq_pg import ChronoqPostgres
 from bench.systems.chronoq_sqlite import ChronoqSqlite
 from psycopg.rows import dict_row
@@ -127,6 +127,21 @@ def test_chronoq_enqueues_one_by_one_on_sqlite_too(tmp_path: Path) -> None:
         assert system.unfinished(cap=10) == 4
     finally:
         system.close()
+
+
+def test_a_batched_recorder_writes_its_lines_together_and_loses_none(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recorder = Recorder(record=True, flush_every=3_600)  # its own flush comes far too late
+    for _ in range(3):
+        recorder.started(1.0)
+    recorder.started(None)  # a job without a due time (a drain's) records nothing
+    assert capsys.readouterr().out == ""
+    recorder.flush()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all(float(line) > 1e9 for line in lines)
+    recorder.flush()
+    assert capsys.readouterr().out == ""
 
 
 def test_a_steady_rate_must_be_a_positive_number() -> None:
