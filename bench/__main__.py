@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench import report
-from bench.harness import FIGURES, BenchError, Settings, run, temporary_work_dir
+from bench.harness import BENCH_DB, FIGURES, BenchError, Settings, run, temporary_work_dir
 from bench.machine import describe
 from bench.merge import MergeError, merge
 from bench.systems import MODULES
@@ -73,7 +73,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=os.environ.get("CHRONOQ_BENCH_REDIS", "redis://127.0.0.1:6379/14"),
         help="a Redis database the suite may flush (env CHRONOQ_BENCH_REDIS)",
     )
+    parser.add_argument(
+        "--steady-rate",
+        type=positive_rate,
+        metavar="JOBS_PER_S",
+        help="the steady stream's rate (figure 10) when drain does not run beside it; with "
+        "drain it is half each system's best drain rate (default 2000, smoke 150)",
+    )
+    parser.add_argument(
+        "--database",
+        default=os.environ.get("CHRONOQ_BENCH_DATABASE", BENCH_DB),
+        help="the database the suite drops and creates for each measurement, so two runs on "
+        f"one server can keep apart (env CHRONOQ_BENCH_DATABASE, default {BENCH_DB})",
+    )
     return parser.parse_args(argv)
+
+
+def positive_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs per second: {text!r}") from None
+    if not rate > 0 or rate == float("inf"):
+        raise argparse.ArgumentTypeError(f"a rate must be a positive number of jobs/s: {text!r}")
+    return rate
 
 
 def main(argv: list[str]) -> int:
@@ -93,11 +116,15 @@ def main(argv: list[str]) -> int:
         "figures": _names(args.figures),
         "admin_dsn": args.admin_dsn,
         "redis_url": args.redis_url,
+        "database": args.database,
         "work_dir": work_dir,
         "log": lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True),
     }
     if args.repeats:
         common["repeats"] = args.repeats
+    if args.steady_rate:
+        common["steady_rate"] = args.steady_rate
+        common["steady_max_rate"] = None  # a rate asked for is the rate run, smoke or not
     settings = Settings.tiny(**common) if args.smoke else Settings.full(**common)
     try:
         results = run(settings)

@@ -50,6 +50,14 @@ LATENESS_LEAD = 3.0  # seconds between enqueueing the lateness jobs and the firs
 HERD_LEAD = 2.0
 # Every figure, in the order a full run takes them; "latency" is pickup and lateness together.
 FIGURES = tuple(FIGURE_KEYS)
+# The steady stream is enqueued ahead, all of it before its first job falls due: this lead and a
+# second per this many jobs (well under the slowest peer's bulk enqueue, SAQ's 9k jobs/s).
+STREAM_ENQUEUE_RATE = 5_000.0
+# A system reached the stream's rate if its workers started at least this share of it in the
+# middle half of the stream (the ends hold the start-up and the last jobs' tail).
+STREAM_REACHED = 0.9
+# Figure 9's calls of each system come in this many blocks, the systems taking turns.
+SINGLY_BLOCKS = 10
 
 # The poison figure runs the real `chronoq worker` command on an app written into the work dir:
 # ordinary work on one queue, handlers that take their worker process down on another.
@@ -132,6 +140,15 @@ class Settings:
     tier_move_backlog: int = 1_000_000  # pending beyond the horizon in the last move case
     tier_leader_ttl: float = 5.0
     tier_failovers: int = 20
+    # Figure 9: enqueue one by one; the first calls open connections and prepare statements.
+    singly_calls: int = 2_000
+    singly_warmup: int = 50
+    # Figure 10: a steady stream at half the drain capacity, or at `steady_rate` when drain did
+    # not run; `steady_max_rate` caps it (the smoke run's low rate).
+    steady_s: float = 10.0
+    steady_rate: float = 2_000.0
+    steady_max_rate: float | None = None
+    database: str = BENCH_DB
     figures: tuple[str, ...] = FIGURES
     log: Callable[[str], None] = print
 
@@ -184,12 +201,17 @@ class Settings:
             "tier_move_backlog": 5_000,
             "tier_leader_ttl": 2.0,
             "tier_failovers": 2,
+            "singly_calls": 50,
+            "singly_warmup": 5,
+            "steady_s": 1.0,
+            "steady_rate": 150.0,
+            "steady_max_rate": 150.0,
         }
         return cls(**(values | overrides))
 
     def target(self) -> Target:
         return Target(
-            pg_dsn=with_database(self.admin_dsn, BENCH_DB),
+            pg_dsn=with_database(self.admin_dsn, self.database),
             redis_url=self.redis_url,
             sqlite_path=str(self.work_dir / "bench.db"),
         )
@@ -221,7 +243,7 @@ def fresh_environment(settings: Settings) -> Target:
     """An empty bench database, a flushed Redis database and no SQLite file."""
     with psycopg.connect(settings.admin_dsn, autocommit=True) as conn:
         for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(BENCH_DB)))
+            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(settings.database)))
     client = redis.Redis.from_url(settings.redis_url)
     client.flushdb()
     client.close()
@@ -260,6 +282,8 @@ class WorkerGroup:
     work_dir: Path
     limit: RateLimit | None = None  # in `herd` mode, the limit the workers declare
     lines: queue.Queue[float] = field(default_factory=queue.Queue)
+    # When each reported start reached this process (epoch seconds): the steady stream's rate.
+    arrivals: list[float] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
 
@@ -299,6 +323,7 @@ class WorkerGroup:
             if text == "ready":
                 ready.set()
             elif text:
+                self.arrivals.append(time.time())
                 self.lines.put(float(text))
 
     def go(self) -> None:
@@ -572,7 +597,7 @@ def figure_efficiency(settings: Settings, configs: dict[str, WorkerConfig]) -> l
                 target,
                 pg_dsn=with_database(
                     settings.admin_dsn.replace(f":{upstream.port or 5432}", f":{proxy.port}", 1),
-                    BENCH_DB,
+                    settings.database,
                     sslmode="disable",
                 ),
             )
@@ -1042,6 +1067,201 @@ def _poison_row(
     }
 
 
+# -- figure 9: enqueue one by one ----------------------------------------------------------
+
+
+@dataclass
+class Singly:
+    """One system's single-job enqueue calls in one repeat, block by block."""
+
+    seconds: list[float] = field(default_factory=list)  # each call's, from call to return
+    wall_s: float = 0.0  # the blocks' calls, back to back
+    cpu_s: float = 0.0  # this process's CPU meanwhile: the client's, and an embedded database's
+
+    def add(self, system: System, calls: int) -> None:
+        cpu_before, started = time.process_time(), time.perf_counter()
+        self.seconds += system.enqueue_singly(calls)
+        self.wall_s += time.perf_counter() - started
+        self.cpu_s += time.process_time() - cpu_before
+
+
+def figure_enqueue(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
+    """`singly_calls` jobs enqueued one call at a time by each system's single-job API."""
+    runs: dict[str, list[Singly]] = {name: [] for name in names}
+    for repeat in range(settings.repeats):
+        for name, run in singly_repeat(settings, names, repeat).items():
+            runs[name].append(run)
+    limit = runs.get("bare-sql")
+    rows = [_singly_row(name, settings.singly_calls, runs[name], limit) for name in names]
+    for row in rows:
+        settings.log(
+            f"enqueue {row['system']}: median {row['p50_us']['median']:,.0f} µs, "
+            f"p99 {row['p99_us']['median']:,.0f} µs, {row['calls_per_s']['median']:,.0f} calls/s"
+        )
+    return rows
+
+
+def singly_repeat(settings: Settings, names: Sequence[str], repeat: int) -> dict[str, Singly]:
+    """Every system open at once on one fresh database (their tables do not meet, bar chronoq
+    and the plain INSERT sharing chronoq's), taking turns a block of calls at a time, the order
+    turning from block to block: a busy moment of the shared machine lands on all of them
+    alike, not on one system's whole run."""
+    target = fresh_environment(settings)
+    systems: dict[str, System] = {}
+    try:
+        for name in names:
+            systems[name] = open_system(name, target)
+        settle(target)
+        for system in systems.values():
+            system.enqueue_singly(settings.singly_warmup)  # connects, prepares: not counted
+        runs = {name: Singly() for name in names}
+        for index, calls in enumerate(block_sizes(settings.singly_calls, SINGLY_BLOCKS)):
+            for name in rotated(names, repeat + index):
+                runs[name].add(systems[name], calls)
+        return runs
+    finally:
+        for system in systems.values():
+            system.close()
+
+
+def block_sizes(total: int, blocks: int) -> list[int]:
+    """`total` split into at most `blocks` sizes that differ by one at most, none empty."""
+    sizes = [total // blocks + (1 if i < total % blocks else 0) for i in range(blocks)]
+    return [size for size in sizes if size]
+
+
+def rotated(names: Sequence[str], shift: int) -> list[str]:
+    """`names` starting at index `shift` (modulo their count), then wrapping around."""
+    start = shift % len(names) if names else 0
+    return [*names[start:], *names[:start]]
+
+
+def _singly_row(
+    name: str, calls: int, runs: list[Singly], limit: list[Singly] | None
+) -> dict[str, Any]:
+    """Per-call latency in µs, calls/s and CPU per call; and the median latency against the
+    plain INSERT's in the same repeat (the runs were interleaved, so each pair ran together)."""
+    stats = [call_stats(run.seconds) for run in runs]
+    row: dict[str, Any] = {"system": name, "calls": calls}
+    row |= {key: summary([s[key] for s in stats]) for key in ("p50_us", "p99_us", "max_us")}
+    row["calls_per_s"] = summary([calls / run.wall_s for run in runs])
+    row["cpu_us_per_call"] = summary([run.cpu_s / calls * 1e6 for run in runs])
+    if limit:
+        ratios = [
+            ours["p50_us"] / call_stats(bare.seconds)["p50_us"]
+            for ours, bare in zip(stats, limit, strict=True)
+        ]
+        row["vs_insert"] = summary(ratios)
+    return row
+
+
+def call_stats(seconds: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {
+        "p50_us": round(percentile(ordered, 0.50) * 1e6, 1),
+        "p99_us": round(percentile(ordered, 0.99) * 1e6, 1),
+        "max_us": round(ordered[-1] * 1e6, 1),
+    }
+
+
+# -- figure 10: lateness of a steady stream ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamRate:
+    rate: float  # jobs per second
+    why: str
+
+
+def stream_rate(
+    drain_rows: Sequence[dict[str, Any]], name: str, fallback: float, cap: float | None
+) -> StreamRate:
+    """Half the system's best drain rate in this run; `fallback` when drain did not run for it;
+    no more than `cap` (the smoke run's low rate)."""
+    best = max(
+        (float(r["jobs_per_s"]["median"]) for r in drain_rows if r["system"] == name),
+        default=None,
+    )
+    if best is None:
+        chosen = StreamRate(fallback, "drain not measured in this run")
+    else:
+        chosen = StreamRate(round(best / 2), f"half the best drain rate, {best:,.0f}")
+    if cap is not None and chosen.rate > cap:
+        return StreamRate(cap, f"the smoke run's cap; {chosen.why}")
+    return chosen
+
+
+def middle_rate(arrivals: Sequence[float], first_due: float, spread_s: float) -> float:
+    """Starts per second in the middle half of a stream due across `spread_s` from
+    `first_due`: a system that keeps up starts the stream's rate there, one that cannot starts
+    its own capacity (the first quarter holds its start-up, the last its tail)."""
+    low, high = first_due + spread_s / 4, first_due + spread_s * 3 / 4
+    return sum(1 for t in arrivals if low <= t < high) / (high - low)
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    lateness: list[float]  # seconds, each job's start minus its due time
+    started_per_s: float  # in the middle half of the stream
+
+
+def figure_steady(
+    settings: Settings, names: Sequence[str], drain_rows: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A stream of no-op jobs due evenly at half each system's drain capacity for `steady_s`
+    seconds, enqueued ahead: due time to handler start. Each system runs in its best drain
+    layout when drain ran (the capacity the rate is half of), else in its latency layout."""
+    layouts = best_configs(list(drain_rows))
+    rows = []
+    for name in names:
+        rate = stream_rate(drain_rows, name, settings.steady_rate, settings.steady_max_rate)
+        config = layouts.get(name) or load(name).latency_config()
+        runs = [stream_once(settings, name, config, rate.rate) for _ in range(settings.repeats)]
+        rows.append(_stream_row(name, config, rate, settings.steady_s, runs))
+        row = rows[-1]
+        settings.log(
+            f"steady {name} at {rate.rate:,.0f}/s: p50 {row['p50_ms']['median']:.1f} ms, "
+            f"p99 {row['p99_ms']['median']:.1f} ms, max {row['max_ms']['median']:.1f} ms, "
+            f"started {row['started_per_s']['median']:,.0f}/s in the middle half"
+        )
+    return rows
+
+
+def stream_once(settings: Settings, name: str, config: WorkerConfig, rate: float) -> StreamRun:
+    jobs = max(1, round(rate * settings.steady_s))
+    target = fresh_environment(settings)
+    system = open_system(name, target)
+    try:
+        with workers(settings, name, target, config, "stream") as group:
+            group.go()
+            first_due = time.time() + LATENESS_LEAD + jobs / STREAM_ENQUEUE_RATE
+            system.enqueue_due([first_due + i / rate for i in range(jobs)])
+            if time.time() > first_due:
+                raise BenchError(f"{name}: enqueue of the {jobs:,}-job stream outran its lead")
+            lateness = group.take(jobs, timeout=drain_timeout(jobs) + settings.steady_s)
+            started = middle_rate(group.arrivals, first_due, settings.steady_s)
+    finally:
+        system.close()
+    return StreamRun(lateness, started)
+
+
+def _stream_row(
+    name: str, config: WorkerConfig, rate: StreamRate, spread_s: float, runs: list[StreamRun]
+) -> dict[str, Any]:
+    jobs = len(runs[0].lateness)
+    row = _latency_row(name, jobs, [latency_stats(run.lateness) for run in runs])
+    started = summary([run.started_per_s for run in runs])
+    return row | {
+        "config": config.to_dict(),
+        "rate": rate.rate,
+        "rate_why": rate.why,
+        "spread_s": spread_s,
+        "started_per_s": started,
+        "reached": started["median"] >= STREAM_REACHED * rate.rate,
+        "reached_share": STREAM_REACHED,
+    }
+
+
 def best_configs(drain_rows: list[dict[str, Any]]) -> dict[str, WorkerConfig]:
     best: dict[str, dict[str, Any]] = {}
     for row in drain_rows:
@@ -1091,6 +1311,10 @@ def run(settings: Settings) -> dict[str, Any]:
         from bench.tiered import figure_tiered
 
         figures["tiered"] = figure_tiered(settings)
+    if "enqueue" in selected:
+        figures["enqueue"] = figure_enqueue(settings, list(classes))
+    if "steady" in selected:
+        figures["steady"] = figure_steady(settings, latency, figures.get("drain", []))
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),

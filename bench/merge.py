@@ -21,6 +21,8 @@ FIGURE_KEYS: dict[str, tuple[str, ...]] = {
     "herd": ("herd",),
     "poison": ("poison",),
     "tiered": ("tiered",),
+    "enqueue": ("enqueue",),
+    "steady": ("steady",),
 }
 FIGURE_TITLES = {
     "drain": "drain",
@@ -31,6 +33,8 @@ FIGURE_TITLES = {
     "herd": "the 09:00 herd under a rate limit",
     "poison": "poison jobs beside ordinary work",
     "tiered": "tiered dispatch against db dispatch",
+    "enqueue": "enqueue one by one",
+    "steady": "lateness of a steady stream",
 }
 PROVENANCE = ("started_at", "duration_s", "smoke", "repeats", "machine")
 

@@ -3,8 +3,9 @@
 No framework, no event loop, no threads: one connection per process claims `batch` jobs, "runs"
 them, and finishes them in one statement, again and again, sending what chronoq's store sends
 (the claim's results in binary, a batch of successes as `job_complete_many` with its two id
-arrays as text). Enqueue is a raw COPY of the rows chronoq's bulk path writes. Whatever chronoq
-loses against this is framework overhead.
+arrays as text). Enqueue is a raw COPY of the rows chronoq's bulk path writes, and one by one a
+prepared single-row INSERT of the row `App.enqueue` writes on one autocommit connection. Whatever
+chronoq loses against this is framework overhead.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
 IDLE_PAUSE = 0.005
+# The values `App.enqueue("noop")` writes for the bench's task (max_attempts 3, the default
+# lease of 60 s); run_at is the database's clock_timestamp(), as chronoq's insert takes it.
+SINGLE_ROW = {
+    "queue": "default",
+    "task": "noop",
+    "payload": "{}",
+    "priority": 0,
+    "max_attempts": 3,
+    "lease_seconds": 60.0,
+}
 
 
 class BareSQL(ChronoqPostgres):
@@ -35,7 +46,8 @@ class BareSQL(ChronoqPostgres):
     backend: ClassVar[str] = "postgres"
     notes: ClassVar[str] = (
         "chronoq's job_claim and job_complete_many statements in a psycopg loop, one connection "
-        "per process, sent as chronoq's store sends them; enqueue is a raw COPY of the same rows."
+        "per process, sent as chronoq's store sends them; enqueue is a raw COPY of the same rows, "
+        "and one by one a prepared single-row INSERT on one autocommit connection."
     )
     measures_latency: ClassVar[bool] = False
     herd_layout: ClassVar[WorkerConfig | None] = None
@@ -43,6 +55,10 @@ class BareSQL(ChronoqPostgres):
         "the bare loop runs the open-queue claim statement; a limited queue's claim is "
         "chronoq's own transaction, measured as chronoq"
     )
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._insert: psycopg.Connection[tuple[Any, ...]] | None = None
 
     @classmethod
     def version(cls) -> str:
@@ -66,6 +82,16 @@ class BareSQL(ChronoqPostgres):
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         raise NotImplementedError("the bare loop has no wake-up path; it only drains")
+
+    def enqueue_one(self) -> None:
+        if self._insert is None:
+            self._insert = psycopg.connect(self.dsn, autocommit=True)
+        self._insert.execute(BENCH_Q["raw_insert"], SINGLE_ROW, prepare=True).fetchone()
+
+    def close(self) -> None:
+        if self._insert is not None:
+            self._insert.close()
+        super().close()
 
     @classmethod
     def serve(

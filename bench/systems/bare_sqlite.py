@@ -59,6 +59,15 @@ class BareSqlite(ChronoqSqlite):
     def enqueue_due(self, due: Sequence[float]) -> None:
         raise NotImplementedError("the bare loop has no wake-up path; it only drains")
 
+    def enqueue_one(self) -> None:
+        """The plain single-row INSERT of the row chronoq writes, committed on its own: the
+        SQLite limit of one-by-one enqueue (not chronoq's `App.enqueue`, which it inherits)."""
+        now = now_micros()
+        row = {"queue": QUEUE, "task": "noop", "payload": "{}", "priority": 0, "run_at": now}
+        row |= {"max_attempts": 3, "lease_seconds": 60.0, "now": now}
+        with self.db() as db:  # commits
+            db.execute(BENCH_Q["raw_insert_sqlite"], row)
+
     @classmethod
     def serve(
         cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]

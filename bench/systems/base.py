@@ -6,17 +6,22 @@ jobs with its own fastest documented API, and says how many jobs are left. Worke
 separate processes (`python -m bench.worker`), which import the system, build its worker, print
 `ready`, wait for `go` on stdin, then run until SIGTERM. A job handler calls
 `Recorder.started(t)` with the `t` of its payload: in the latency figures it prints the
-lateness (now - t) so the parent can read it; in the drain figures it does nothing.
+lateness (now - t) so the parent can read it (in the steady stream's `stream` mode, a batch of
+lines every few milliseconds); in the drain figures it does nothing.
 
 The herd figure is for systems whose rate limit holds across worker processes: their workers
 serve one rate-limited queue (`serve_herd`), and the figure reads when each job started from
 the database afterwards, not from the workers.
+
+The one-by-one enqueue figure calls `enqueue_singly` in the parent: the system's documented
+single-job enqueue, one call at a time from one thread, as a web request makes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -74,14 +79,43 @@ class HerdStart:
 
 
 class Recorder:
-    """Handlers report when a job started; in `record` mode the lateness goes to stdout."""
+    """Handlers report when a job started; in `record` mode the lateness goes to stdout.
 
-    def __init__(self, record: bool) -> None:
+    With `flush_every` (seconds) the lines wait in memory and a thread writes them together
+    that often: at thousands of jobs a second, a write per job (and the parent's read of each)
+    takes enough of two shared cores to make the queue late by itself."""
+
+    def __init__(self, record: bool, flush_every: float | None = None) -> None:
         self.record = record
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._batched = record and flush_every is not None
+        if self._batched:
+            assert flush_every is not None
+            threading.Thread(target=self._flush_loop, args=(flush_every,), daemon=True).start()
 
     def started(self, t: float | None) -> None:
-        if self.record and t is not None:
-            sys.stdout.write(f"{time.time() - t:.6f}\n")
+        if not self.record or t is None:
+            return
+        line = f"{time.time() - t:.6f}\n"
+        if self._batched:
+            with self._lock:
+                self._pending.append(line)
+            return
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    def _flush_loop(self, every: float) -> None:
+        while True:
+            time.sleep(every)
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the lines waiting in memory, in one write."""
+        with self._lock:
+            lines, self._pending = self._pending, []
+        if lines:
+            sys.stdout.write("".join(lines))
             sys.stdout.flush()
 
 
@@ -158,6 +192,17 @@ class System:
     def close(self) -> None:
         """Release connections the parent-side methods opened."""
 
+    # -- the one-by-one enqueue figure ----------------------------------------------------
+
+    def enqueue_singly(self, count: int) -> list[float]:
+        """Enqueue `count` immediately due no-op jobs, one call of the system's documented
+        single-job enqueue at a time, from this thread; the seconds each call took."""
+        return timed_calls(self.enqueue_one, count)
+
+    def enqueue_one(self) -> None:
+        """One immediately due no-op job by the system's documented single-job enqueue."""
+        raise NotImplementedError
+
     # -- the herd figure (systems with a `herd_layout`) -----------------------------------
 
     def enqueue_herd(self, count: int, lead: float) -> int:
@@ -216,3 +261,36 @@ class AsyncPeer(System):
 
     async def disconnect(self) -> None:
         """Close the connections the parent-side calls opened."""
+
+    def enqueue_singly(self, count: int) -> list[float]:
+        # Every call awaited inside one coroutine, as an async web handler awaits it: running
+        # the loop once per call would add the loop's start and stop to each call.
+        return self.run(timed_calls_async(self.enqueue_one_async, count))
+
+    def enqueue_one(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} enqueues through enqueue_one_async")
+
+    async def enqueue_one_async(self) -> None:
+        """One immediately due no-op job by the system's documented single-job enqueue. The
+        client was connected by `install`, so this may not open it (that needs `run`)."""
+        raise NotImplementedError
+
+
+def timed_calls(call: Callable[[], object], count: int) -> list[float]:
+    """`call()` `count` times in a row; the seconds each took."""
+    seconds = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+async def timed_calls_async(call: Callable[[], Awaitable[object]], count: int) -> list[float]:
+    """`await call()` `count` times in a row; the seconds each took."""
+    seconds = []
+    for _ in range(count):
+        started = time.perf_counter()
+        await call()
+        seconds.append(time.perf_counter() - started)
+    return seconds

@@ -105,6 +105,9 @@ class ChronoqPostgres(System):
             return
         self.app.enqueue_many(JobSpec("noop", {"t": t}, run_at=_aware(t)) for t in due)
 
+    def enqueue_one(self) -> None:
+        self.app.enqueue("noop")
+
     def enqueue_future(self, count: int) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(Q["future_backlog"], {"count": count})

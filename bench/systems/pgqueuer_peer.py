@@ -103,6 +103,9 @@ class PgQueuerSystem(AsyncPeer):
         else:
             self.run(queries.enqueue([ENTRYPOINT] * len(due), payloads, [0] * len(due), delays))
 
+    async def enqueue_one_async(self) -> None:
+        await self._get_queries().enqueue(ENTRYPOINT, None)
+
     def unfinished(self, cap: int) -> int:
         # Hand-written SQL: `Queries.queue_size` groups every row by entrypoint, priority and
         # status (20-35 ms at 100k rows), far too heavy to poll every few milliseconds.

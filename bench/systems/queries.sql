@@ -183,3 +183,13 @@ SELECT xact_commit, tup_fetched FROM pg_stat_database WHERE datname = %(db)s
 
 -- name: tier_create_statements
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements
+
+-- name: raw_insert
+-- The raw limit of enqueue one by one: a single-row INSERT of the row `App.enqueue` writes for a
+-- job due now, returning its id as every enqueue call does.
+INSERT INTO chronoq_jobs (queue, task, payload, priority, run_at, max_attempts, lease_seconds)
+VALUES (
+    %(queue)s, %(task)s, %(payload)s::jsonb, %(priority)s, clock_timestamp(), %(max_attempts)s,
+    %(lease_seconds)s
+)
+RETURNING id

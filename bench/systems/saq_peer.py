@@ -96,6 +96,9 @@ class SaqSystem(AsyncPeer):
 
         self.run(enqueue())
 
+    async def enqueue_one_async(self) -> None:
+        await self._get_queue().enqueue(FUNCTION)
+
     def unfinished(self, cap: int) -> int:
         # The incomplete set holds every job not yet finished: scheduled, queued and active.
         # A ZCARD costs the same whatever the cap.
