@@ -45,6 +45,10 @@ class BareSqlite(ChronoqSqlite):
         "chronoq's own transaction, measured as chronoq-sqlite"
     )
 
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._single: sqlite3.Connection | None = None
+
     @classmethod
     def version(cls) -> str:
         return f"SQLite {sqlite3.sqlite_version}"
@@ -60,13 +64,20 @@ class BareSqlite(ChronoqSqlite):
         raise NotImplementedError("the bare loop has no wake-up path; it only drains")
 
     def enqueue_one(self) -> None:
-        """The plain single-row INSERT of the row chronoq writes, committed on its own: the
-        SQLite limit of one-by-one enqueue (not chronoq's `App.enqueue`, which it inherits)."""
+        """The plain single-row INSERT of the row chronoq writes, committed on its own (an
+        autocommit connection with the store's pragmas): the SQLite limit of one-by-one enqueue
+        (not chronoq's `App.enqueue`, which it inherits)."""
+        if self._single is None:
+            self._single = connect(self.target.sqlite_path)
         now = now_micros()
         row = {"queue": QUEUE, "task": "noop", "payload": "{}", "priority": 0, "run_at": now}
         row |= {"max_attempts": 3, "lease_seconds": 60.0, "now": now}
-        with self.db() as db:  # commits
-            db.execute(BENCH_Q["raw_insert_sqlite"], row)
+        self._single.execute(BENCH_Q["raw_insert_sqlite"], row)
+
+    def close(self) -> None:
+        if self._single is not None:
+            self._single.close()
+        super().close()
 
     @classmethod
     def serve(
