@@ -112,6 +112,8 @@ class Outcome:
                 f"{_seconds(tier.compound_failovers)}), first move after a Redis restart "
                 f"{_seconds(tier.redis_recoveries)}"
             )
+            if tier.held_answers:
+                line += f", writes held by a cut answered after it {dict(tier.held_answers)}"
         return line
 
 

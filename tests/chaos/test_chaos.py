@@ -15,8 +15,8 @@ from tests.chaos.cluster import PrivateCluster
 from tests.chaos.runner import FAKETIME, SCENARIOS, Run
 from tests.chaos.tiered import TIER_SCENARIOS, TieredRun, TierServices
 
-# Fifteen scenarios each test retry delays for uniformity: at 0.0001 apiece, a correct system fails
-# a CI run by chance about once in 700 (at 0.01 it was once in seven); a biased draw still shows
+# Eighteen scenarios each test retry delays for uniformity: at 0.0001 apiece, a correct system fails
+# a CI run by chance about once in 550 (at 0.01 it would be once in six); a biased draw still shows
 # a D several times the critical value (about 0.2 at the ~120 retries of a short run).
 SHORT = {"jobs": 150, "fault_window": 6.0, "ks_alpha": 0.0001}
 

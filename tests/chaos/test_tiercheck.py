@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chaos.tiercheck import Failover, TierFaults, Window, check_tier
+from tests.chaos.tiercheck import Cut, Failover, TierFaults, Window, check_tier
 
 TTL = 2.0
 ELECTION_TIMEOUT = 1.0
@@ -110,3 +110,31 @@ def test_the_first_move_after_a_redis_restart_is_measured() -> None:
     ]
     found = check_tier(events, faults(redis_restarts=[50.0]))
     assert [round(s, 3) for s in found.redis_recoveries] == [0.701]
+
+
+def test_a_leader_cut_off_from_etcd_may_act_for_half_a_ttl_and_not_after() -> None:
+    cut = Cut(pid=1, start=100.0, end=104.5)  # trusted until 101.0 (+ 0.25 s of send slack)
+    within = [takeover(1, 0, 5), *write(1, 0, 0, 5, "ok", wall=101.2)]
+    assert check_tier(within, faults(etcd_cuts=[cut])).violations == []
+    past = [takeover(1, 0, 5), *write(1, 0, 0, 5, "ok", wall=101.3)]
+    found = check_tier(past, faults(etcd_cuts=[cut]))
+    assert len(found.past_trust) == 1 and "into its cut from etcd" in found.past_trust[0]
+    other = [takeover(2, 0, 5), *write(2, 0, 0, 5, "ok", wall=102.0)]  # not the cut process
+    assert check_tier(other, faults(etcd_cuts=[cut])).violations == []
+    healed = [takeover(1, 0, 5), *write(1, 0, 0, 5, "ok", wall=104.6)]  # after the heal
+    assert check_tier(healed, faults(etcd_cuts=[cut])).violations == []
+
+
+def test_writes_held_by_a_redis_cut_are_counted_by_their_late_answer() -> None:
+    cut = Cut(pid=1, start=100.0, end=103.0)
+    held = {"pid": 1, "op": "move", "partition": 0, "epoch": 5, "call": 0}
+    events = [
+        takeover(1, 0, 5),
+        *write(1, 1, 0, 5, "ok", wall=99.0),  # answered before the cut: not held
+        {"event": "tier_send", "wall": 101.0, **held},
+        takeover(2, 0, 9, wall=102.5),
+        {"event": "tier_write", "wall": 103.1, **held, "result": "stale", "moved": 0},
+    ]
+    found = check_tier(events, faults(redis_cuts=[cut]))
+    assert dict(found.held_answers) == {"stale": 1}
+    assert found.violations == []

@@ -22,7 +22,14 @@ run's one history file, and what the fault injector measured.
   within two election timeouts), so that renewal can come up to 2 election timeouts after the
   loss: a leader may act until 2 x election timeout + ttl / 2 into it, and not after. No other
   leader can be elected meanwhile, as that takes a quorum.
+- **no write past the trust window**: a leader cut off from every etcd member (a network
+  partition; it still reaches Redis and PostgreSQL) sends no fenced write later than
+  `leader_ttl / 2` (+ the send slack) into the cut: its last renewal was sent before the cut,
+  and a renewal proves the lease for `ttl` but is trusted for half of it. Its writes after the
+  heal are judged like a resumed leader's.
 - **Redis restarts** are measured: the time from the restart to the first job moved again.
+- **writes held by a network cut** (a leader cut off from Redis): those sent during the cut and
+  answered after the heal are counted by their answer; the epoch decides them, as any other.
 """
 
 from __future__ import annotations
@@ -49,6 +56,15 @@ class Failover:
     seconds: float | None  # None: no full set of live leaders was seen in time
 
 
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A scheduler process cut off from a server by the network, wall-clock seconds."""
+
+    pid: int
+    start: float  # taken once the cut was in place
+    end: float  # taken once it was healed
+
+
 @dataclass(slots=True)
 class TierFaults:
     """What the injector did and measured, for the tier rules."""
@@ -61,6 +77,8 @@ class TierFaults:
     quorum_losses: list[Window] = field(default_factory=list)
     redis_restarts: list[float] = field(default_factory=list)  # wall, once it answered again
     leader_faults: list[float] = field(default_factory=list)  # kills and stops of leaders
+    etcd_cuts: list[Cut] = field(default_factory=list)  # a leader cut off from every member
+    redis_cuts: list[Cut] = field(default_factory=list)  # a leader cut off from Redis
 
 
 @dataclass(slots=True)
@@ -80,6 +98,8 @@ class TierFindings:
     slow_failovers: list[str] = field(default_factory=list)
     leader_changes: list[str] = field(default_factory=list)
     moved_without_quorum: list[str] = field(default_factory=list)
+    past_trust: list[str] = field(default_factory=list)
+    held_answers: Counter[str] = field(default_factory=Counter)  # result -> writes held by a cut
 
     @property
     def violations(self) -> list[str]:
@@ -89,6 +109,7 @@ class TierFindings:
             *self.slow_failovers,
             *self.leader_changes,
             *self.moved_without_quorum,
+            *self.past_trust,
         ]
 
 
@@ -106,6 +127,8 @@ def check_tier(events: Sequence[dict[str, Any]], faults: TierFaults) -> TierFind
     _check_member_losses(found, events, faults)
     _check_quorum_losses(found, writes, faults)
     _measure_redis(found, writes, faults)
+    _check_trust(found, events, faults)
+    _count_held(found, writes, faults)
     return found
 
 
@@ -251,3 +274,28 @@ def _measure_redis(
         ]
         if moved:
             found.redis_recoveries.append(min(moved) - restarted)
+
+
+def _check_trust(found: TierFindings, events: Sequence[dict[str, Any]], faults: TierFaults) -> None:
+    for cut in faults.etcd_cuts:
+        trusted_until = cut.start + faults.ttl / 2 + SEND_SLACK
+        for event in events:
+            if (
+                event.get("event") == "tier_send"
+                and event["pid"] == cut.pid
+                and trusted_until <= event["wall"] <= cut.end
+            ):
+                found.past_trust.append(
+                    f"partition {event['partition']}: process {cut.pid} sent a {event['op']} "
+                    f"(epoch {event['epoch']}) {event['wall'] - cut.start:.2f}s into its cut "
+                    f"from etcd, past its trust window ({faults.ttl / 2:g}s)"
+                )
+
+
+def _count_held(
+    found: TierFindings, writes: list[tuple[_Sent, dict[str, Any]]], faults: TierFaults
+) -> None:
+    for cut in faults.redis_cuts:
+        for sent, event in writes:
+            if event["pid"] == cut.pid and cut.start <= sent.wall <= cut.end < event["wall"]:
+                found.held_answers[event["result"]] += 1

@@ -11,6 +11,13 @@ workers reading Redis Streams, a private Redis without persistence, the private 
             restart_redis           SIGKILL Redis and start it again, empty
             lose_etcd_member        SIGKILL one member, restart it on its data dir
             lose_etcd_quorum        SIGKILL two members for a few seconds, restart both
+   network partitions (tests.services.netfault: each scheduler reaches every etcd member and
+   Redis through relays of its own, which hold every byte while cut):
+            cut_leader_from_etcd    a partition leader cut off from every etcd member past its
+                                     lease (2 TTLs), then healed; Redis and PostgreSQL still reach
+            cut_leader_from_redis   a partition leader cut off from Redis for 1-5 s; what it had
+                                     sent arrives after the heal
+            cut_etcd_member         every scheduler cut off from one etcd member for 1-3 s
 ```
 
 What the injector measured goes to the tier rules of tests.chaos.tiercheck.
@@ -28,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -38,9 +46,10 @@ from chronoq.errors import ChronoqError
 from tests.chaos.checker import Findings, read_histories
 from tests.chaos.cluster import ClusterUnavailable, PrivateCluster
 from tests.chaos.runner import REPO, Outcome, Run, Scenario
-from tests.chaos.tiercheck import Failover, TierFaults, Window, check_tier
+from tests.chaos.tiercheck import Cut, Failover, TierFaults, Window, check_tier
 from tests.helpers import wait_until
 from tests.services.etcd import EtcdCluster, etcd_binary
+from tests.services.netfault import Link, Network
 from tests.services.redis import PrivateRedis
 
 PARTITIONS = 6
@@ -51,6 +60,9 @@ FAILOVER_PATIENCE = 30.0
 QUORUM_LOSS = (4.0, 6.0)
 ELECTION_TIMEOUT = 1.0  # tests.services.etcd starts members with --election-timeout 1000
 MEMBER_LOSS = (1.0, 3.0)
+ETCD_CUT = 2 * TTL + 0.5  # past the lease: a successor takes the partitions, then the heal
+REDIS_CUT = (1.0, 5.0)  # shorter than the client's socket timeout (10 s): answers come late
+NETWORK_FAULTS = ("cut_leader_from_etcd", "cut_leader_from_redis", "cut_etcd_member")
 
 
 class TierServices:
@@ -81,6 +93,24 @@ class TierServices:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerLinks:
+    """The relays one scheduler reaches the tier's servers through."""
+
+    etcd: list[Link]  # one per member, in the members' order
+    redis: Link
+
+    def env(self, redis_url: str) -> dict[str, str]:
+        database = redis_url.rsplit("/", 1)[1]
+        return {
+            "CHRONOQ_REDIS_URL": f"{self.redis.url('redis')}/{database}",
+            "CHRONOQ_ETCD_ENDPOINTS": ",".join(link.url("http") for link in self.etcd),
+        }
+
+    def all(self) -> list[Link]:
+        return [*self.etcd, self.redis]
+
+
 class TieredRun(Run):
     def __init__(
         self,
@@ -98,6 +128,10 @@ class TieredRun(Run):
         self._observer = EtcdElector(
             tier.etcd.endpoints, "chaos-observer", PARTITIONS, ttl=TTL, prefix=self.prefix
         )
+        # Relays only where a fault cuts them: elsewhere schedulers talk to the servers directly.
+        network_faults = set(NETWORK_FAULTS) & {*scenario.faults, scenario.finale}
+        self._network = Network() if network_faults else None
+        self._links: dict[int, SchedulerLinks] = {}
 
     # -- the fleet --------------------------------------------------------------------------
 
@@ -133,8 +167,27 @@ class TieredRun(Run):
             "PYTHONPATH": str(REPO),
             **self.tier_env(),
         }
+        links = self._scheduler_links(index)
+        if links is not None:
+            env.update(links.env(self.tier.redis.url))
         argv = [sys.executable, "-m", "tests.chaos.scheduler_main"]
         return self._spawn(argv, env, f"scheduler-{index}")
+
+    def _scheduler_links(self, index: int) -> SchedulerLinks | None:
+        """The relays of scheduler `index` (made at its first start, healed at every start: a
+        replacement process has the links of the one it replaces)."""
+        if self._network is None:
+            return None
+        links = self._links.get(index)
+        if links is None:
+            links = SchedulerLinks(
+                [self._network.link("127.0.0.1", m.client_port) for m in self.tier.etcd.members],
+                self._network.link("127.0.0.1", self.tier.redis.port),
+            )
+            self._links[index] = links
+        for link in links.all():
+            link.heal()
+        return links
 
     def execute(self) -> Outcome:
         self.tier.heal()
@@ -142,6 +195,8 @@ class TieredRun(Run):
             return super().execute()
         finally:
             self._observer.close()
+            if self._network is not None:
+                self._network.close()
             self.tier.heal()
             self.tier.etcd.delete_prefix(self.prefix + "/")
 
@@ -279,6 +334,69 @@ class TieredRun(Run):
             self.tier.etcd.restart(member, wait_healthy=False)
         self.tier.etcd.wait_healthy(members)
 
+    # -- network partitions -----------------------------------------------------------------
+
+    def cut_leader_from_etcd(self) -> None:
+        """No etcd member hears a leader past its lease: it must stop acting within its trust
+        window and a successor takes its partitions; after the heal, every write it still
+        sends under a superseded epoch must be refused."""
+        chosen = self._leader_process()
+        if chosen is None:
+            return
+        index, process = chosen
+        links = self._links[index].etcd
+        for link in links:
+            link.cut()
+        cut_at = time.time()  # after the cut: its last renewal was sent before this
+        self.record("cut_leader_from_etcd", process.pid)
+        self.measured.leader_faults.append(cut_at)
+        self._watch(lambda: self._measure_failover(process.pid, cut_at))
+
+        def heal() -> None:
+            for link in links:
+                link.heal()
+            healed = time.time()
+            self.measured.resumed.append((process.pid, healed))
+            self.measured.etcd_cuts.append(Cut(process.pid, cut_at, healed))
+
+        self.later(ETCD_CUT, heal)
+
+    def cut_leader_from_redis(self) -> None:
+        """A leader whose writes to Redis go unanswered for seconds: its mover waits on the
+        socket (and may lose its lease meanwhile); what it sent reaches Redis after the heal,
+        where the epoch decides."""
+        chosen = self._leader_process()
+        if chosen is None:
+            return
+        index, process = chosen
+        link = self._links[index].redis
+        lasting = self.rng.uniform(*REDIS_CUT)
+        link.cut()
+        cut_at = time.time()
+        self.record("cut_leader_from_redis", process.pid)
+        self.measured.leader_faults.append(cut_at)
+
+        def heal() -> None:
+            link.heal()
+            self.measured.redis_cuts.append(Cut(process.pid, cut_at, time.time()))
+
+        self.later(lasting, heal)
+
+    def cut_etcd_member(self) -> None:
+        """Every scheduler cut off from one member (which still reaches the others): requests
+        to it time out instead of being refused, and clients must move on to another member
+        with no leader change."""
+        member = self.rng.randrange(len(self.tier.etcd.members))
+        links = [scheduler.etcd[member] for scheduler in self._links.values()]
+        start = time.time()
+        for link in links:
+            link.cut()
+        self.record("cut_etcd_member", member)
+        threading.Event().wait(self.rng.uniform(*MEMBER_LOSS))  # the fault's duration
+        for link in links:
+            link.heal()
+        self.measured.member_losses.append(Window(start, time.time()))
+
     def _watch(self, measure: Callable[[], None]) -> None:
         watcher = threading.Thread(target=measure, daemon=True)
         self._watchers.append(watcher)
@@ -336,6 +454,34 @@ TIER_SCENARIOS = {
         tiered=True,
     ),
 }
+
+
+# The network partition scenarios: faults apart (like the kills above) so that each failover is
+# measured alone against the bound.
+NETWORK_SCENARIOS = {
+    "leader-cut-from-etcd": Scenario(
+        "leader-cut-from-etcd",
+        ("cut_leader_from_etcd",),
+        schedulers=3,
+        fault_every=(4.5, 6.5),
+        tiered=True,
+    ),
+    "leader-cut-from-redis": Scenario(
+        "leader-cut-from-redis",
+        ("cut_leader_from_redis",),
+        schedulers=3,
+        fault_every=(3.0, 6.0),
+        tiered=True,
+    ),
+    "etcd-member-cut-off": Scenario(
+        "etcd-member-cut-off",
+        ("cut_etcd_member",),
+        schedulers=3,
+        fault_every=(1.0, 2.0),
+        tiered=True,
+    ),
+}
+TIER_SCENARIOS.update(NETWORK_SCENARIOS)
 
 
 def open_run(

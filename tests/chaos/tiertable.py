@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from tests.chaos.checker import Findings
 from tests.chaos.runner import Outcome
 from tests.chaos.tiercheck import TierFindings
@@ -45,10 +47,15 @@ def _stale(found: list[Findings], tiers: list[TierFindings]) -> str:
     moves = sum(t.stale_moves_refused for t in tiers)
     resumed = sum(t.resumed_stale for t in tiers)
     workers = sum(f.stale_refused for f in found)
-    return (
-        f"{refused} / {accepted} (Redis: {moves} of them moves; {resumed} sent by resumed "
-        f"leaders); workers' stale results refused: {workers}"
-    )
+    held: Counter[str] = Counter()
+    for tier in tiers:
+        held.update(tier.held_answers)
+    text = f"{refused} / {accepted} (Redis: {moves} of them moves; {resumed} sent by resumed "
+    text += "or reconnected leaders"
+    if held:
+        answers = ", ".join(f"{count} {result}" for result, count in sorted(held.items()))
+        text += f"; held by a cut and answered after the heal: {answers}"
+    return text + f"); workers' stale results refused: {workers}"
 
 
 def _failover(tiers: list[TierFindings]) -> str:
