@@ -42,14 +42,58 @@ def _ratio_check(name: str, goal: float, ours: float | None, theirs: float | Non
 BARE_LOOPS = {"chronoq": "bare-sql", "chronoq-sqlite": "bare-sqlite"}
 
 
-def _worst_layout_check(figures: dict[str, Any]) -> Check:
-    """chronoq against the bare loop layout for layout (same processes and fetch size)."""
+def _worst_layout_check(figures: dict[str, Any], goal: float, min_batch: int = 1) -> Check:
+    """chronoq against the bare loop layout for layout (same processes and fetch size), the
+    worst of the layouts fetching at least `min_batch` jobs."""
     ours, limit = _by_layout(figures, "chronoq"), _by_layout(figures, "bare-sql")
-    ratios = [rate / limit[key] for key, rate in ours.items() if limit.get(key)]
-    name = "Drain vs the bare SQL loop (worst layout)"
+    ratios = [
+        rate / limit[key] for key, rate in ours.items() if limit.get(key) and key[1] >= min_batch
+    ]
+    name = "Drain vs the bare SQL loop (worst layout"
+    name += f" fetching ≥ {min_batch})" if min_batch > 1 else ")"
     if not ratios:
-        return Check(name, "≥ 0.5×", "not measured", None)
-    return Check(name, "≥ 0.5×", f"{min(ratios):.3g}×", min(ratios) >= 0.5)
+        return Check(name, f"≥ {goal}×", "not measured", None)
+    return Check(name, f"≥ {goal}×", f"{min(ratios):.3g}×", min(ratios) >= goal)
+
+
+def _cpu_checks(figures: dict[str, Any]) -> list[Check]:
+    """chronoq's CPU per job against the bare loop's, worker and server apart, in PGQueuer's
+    best layout (the layout the drain target compares in)."""
+    names = (
+        "Worker CPU per job vs the bare SQL loop (PGQueuer's best layout)",
+        "Server CPU per job vs the bare SQL loop (PGQueuer's best layout)",
+    )
+    goals = (1.5, 1.05)
+    peer = _best(figures, "pgqueuer")
+    rows = [None, None]
+    if peer is not None:
+        layout = (peer["config"]["processes"], peer["config"]["batch"])
+        rows = [_at_layout(figures, system, layout) for system in ("chronoq", "bare-sql")]
+    ours, limit = rows
+    checks = []
+    for name, goal, key in zip(names, goals, ("client", "server"), strict=True):
+        if ours is None or limit is None:
+            checks.append(Check(name, f"≤ {goal}×", "not measured", None))
+            continue
+        spent = ours[f"{key}_cpu_us_per_job"]["median"]
+        bare = limit[f"{key}_cpu_us_per_job"]["median"]
+        ratio = spent / bare
+        measured = f"{spent:.0f} against {bare:.0f} µs ({ratio:.2f}×)"
+        checks.append(Check(name, f"≤ {goal}×", measured, ratio <= goal))
+    return checks
+
+
+def _at_layout(
+    figures: dict[str, Any], system: str, layout: tuple[int, int]
+) -> dict[str, Any] | None:
+    return next(
+        (
+            r
+            for r in figures.get("drain", [])
+            if r["system"] == system and (r["config"]["processes"], r["config"]["batch"]) == layout
+        ),
+        None,
+    )
 
 
 def _by_layout(figures: dict[str, Any], system: str) -> dict[tuple[int, int], float]:
@@ -83,7 +127,13 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
     efficiency = _row(figures, "efficiency", "chronoq")
     return [
         _ratio_check(
-            "Drain vs PGQueuer (best layouts)", 1.5, best_rate("chronoq"), best_rate("pgqueuer")
+            "Drain vs PGQueuer (best layouts)", 1.35, best_rate("chronoq"), best_rate("pgqueuer")
+        ),
+        _ratio_check(
+            "The bare SQL loop vs PGQueuer (best layouts): the design's limit",
+            1.6,
+            best_rate("bare-sql"),
+            best_rate("pgqueuer"),
         ),
         _ratio_check(
             "Drain vs Procrastinate (best layouts)",
@@ -93,11 +143,13 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
         ),
         _ratio_check(
             "Drain vs the bare SQL loop (best layouts)",
-            0.5,
+            0.85,
             best_rate("chronoq"),
             best_rate("bare-sql"),
         ),
-        _worst_layout_check(figures),
+        _worst_layout_check(figures, 0.85, min_batch=100),
+        _worst_layout_check(figures, 0.5),
+        *_cpu_checks(figures),
         _ratio_check(
             "Bulk enqueue vs raw COPY",
             0.7,
@@ -110,6 +162,14 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
             20,
             "ms",
             median("lateness", "chronoq", "p99_ms"),
+        ),
+        _max_check(
+            "Due→start lateness p99 (10k due in one second) vs PGQueuer's",
+            1,
+            "×",
+            _quotient(
+                median("lateness", "chronoq", "p99_ms"), median("lateness", "pgqueuer", "p99_ms")
+            ),
         ),
         _ratio_check(
             f"Drain with {large:,} future jobs vs {small:,}"
@@ -145,6 +205,10 @@ def check_targets(results: dict[str, Any]) -> list[Check]:
             median("steady", "chronoq", "p99_ms"),
         ),
     ]
+
+
+def _quotient(ours: float | None, theirs: float | None) -> float | None:
+    return ours / theirs if ours is not None and theirs else None
 
 
 def _steady_label(row: dict[str, Any] | None) -> str:
