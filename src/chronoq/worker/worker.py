@@ -426,6 +426,7 @@ class Worker:
             await self._give_back(jobs)
             return
         jobs = await self._hand_off(jobs)
+        attempts = []
         for job in jobs:
             ctx = JobContext(
                 job,
@@ -434,9 +435,11 @@ class Worker:
                 on_fenced=self._fenced,
                 output_limit=self.executor.output_limit,
             )
-            self.holdings.hold(Attempt(job, ctx))
+            attempt = Attempt(job, ctx)
+            self.holdings.hold(attempt)
+            attempts.append(attempt)
         self._start_buffered()
-        self._rt.leases.wake.set()
+        self._rt.leases.held_more(attempts)
 
     async def _give_back(self, jobs: Sequence[Job]) -> None:
         released: set[int] = await self._io(self.source.give_back, jobs)
