@@ -487,13 +487,15 @@ class Worker:
     # -- running jobs ---------------------------------------------------------------------
 
     def _start_buffered(self) -> None:
+        if not self.holdings.buffer:
+            return  # the common case when a handler returns: nothing claimed ahead waits
         concurrency = self.options.concurrency
         started: list[Job] = []
+        # The loop's own create_task: asyncio.create_task adds two Python calls per job.
+        create_task = self._rt.loop.create_task
         while not self._stop_requested and (attempt := self.holdings.next_to_start(concurrency)):
             attempt.started = time.monotonic()
-            attempt.task = asyncio.create_task(
-                self._execute(attempt), name=f"chronoq-job-{attempt.job.id}"
-            )
+            attempt.task = create_task(self._execute(attempt), name=f"chronoq-job-{attempt.job.id}")
             started.append(attempt.job)
         if started:
             # Emitted before the handlers run: the tasks start only when the loop next turns.
