@@ -18,6 +18,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -167,7 +168,8 @@ class Completer:
         refused = [result for result in batch if result.params.id not in accepted]
         if refused:
             accepted |= await self._record_cancelled(refused)
-        ends = [self._end(result, result.params.id in accepted) for result in batch]
+        now = time.monotonic()
+        ends = [self._end(result, result.params.id in accepted, now) for result in batch]
         self.events.emit(AttemptsEnded(self.worker_id, ends))
         self.on_reported()
 
@@ -215,14 +217,16 @@ class Completer:
             result.params = cancelled_late(result.params, self.worker_id)
         return await self._send(late) if late else set()
 
-    def _end(self, result: Result, accepted: bool) -> AttemptEnd:
+    def _end(self, result: Result, accepted: bool, now: float) -> AttemptEnd:
+        """How the attempt ended; its duration runs from its start to `now`, the batch's
+        report (one clock reading per batch, not one per job)."""
         attempt = self.holdings.disown(result.job)
         params = result.params
         return AttemptEnd(
             result.job,
             params.outcome,
             accepted,
-            attempt.elapsed if attempt is not None else 0.0,
+            now - attempt.started if attempt is not None else 0.0,
             params.error,
             params.retry_delay,
         )

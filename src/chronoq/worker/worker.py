@@ -427,14 +427,10 @@ class Worker:
             return
         jobs = await self._hand_off(jobs)
         attempts = []
+        worker_id, store, on_fenced = self.worker_id, self.app.store, self._fenced
+        output_limit = self.executor.output_limit
         for job in jobs:
-            ctx = JobContext(
-                job,
-                self.worker_id,
-                self.app.store,
-                on_fenced=self._fenced,
-                output_limit=self.executor.output_limit,
-            )
+            ctx = JobContext(job, worker_id, store, on_fenced=on_fenced, output_limit=output_limit)
             attempt = Attempt(job, ctx)
             self.holdings.hold(attempt)
             attempts.append(attempt)
@@ -535,7 +531,10 @@ class Worker:
         self.holdings.running -= 1
         elapsed = time.monotonic() - attempt.started
         self.pacer.handler_took(elapsed)
-        self.events.emit(HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception))
+        if self.events.wants(HandlerReturned):  # an event per job, built only when heard
+            self.events.emit(
+                HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception)
+            )
         self._start_buffered()
         if self._waiting_for_slot:
             self._rt.wake.set()
