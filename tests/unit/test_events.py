@@ -97,3 +97,20 @@ def test_a_subclass_of_an_event_is_not_its_parent_kind() -> None:
     seen = Recorder(JobsPruned)
     Observers([seen]).emit(Special(1, "1 day"))
     assert seen.seen == []
+
+
+def test_an_observer_subscribed_above_after_an_emit_hears_the_next_one() -> None:
+    """Routes are gathered at the first emit of a kind; a later subscription, here or in the
+    parent, changes them, and an unsubscription too."""
+    app_wide = Observers()
+    worker = Observers(parent=app_wide)
+    worker.emit(ServiceRan("cron"))
+    late_above, late_here = Recorder(ServiceRan), Recorder(ServiceRan)
+    app_wide.subscribe(late_above)
+    worker.subscribe(late_here)
+    pruner, rescuer = ServiceRan("pruner"), ServiceRan("rescuer")
+    worker.emit(pruner)
+    app_wide.unsubscribe(late_above)
+    worker.emit(rescuer)
+    assert late_here.seen == [pruner, rescuer]
+    assert late_above.seen == [pruner]

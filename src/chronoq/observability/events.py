@@ -23,6 +23,7 @@ that care; the engine's code only ever calls `emit`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -57,15 +58,21 @@ class Observer(Protocol):
 
 class Observers:
     """The observers of one worker, scheduler or app. A worker's or a scheduler's list has
-    its app's as `parent`: what they emit reaches the app's observers too. `emit` costs a dict
-    look-up per list when nobody subscribed to an event's kind."""
+    its app's as `parent` (fixed at creation): what they emit reaches the app's observers too.
+    `emit` costs one dict look-up when nobody subscribed to an event's kind: the handlers of a
+    kind, this list's then its parent's, are gathered once into a route, and a subscription
+    anywhere up the chain drops the routes that may include it."""
 
-    __slots__ = ("_handlers", "_observers", "parent")
+    __slots__ = ("__weakref__", "_children", "_handlers", "_observers", "_routes", "parent")
 
     def __init__(self, observers: Iterable[Observer] = (), parent: Observers | None = None):
         self._handlers: dict[type[Event], list[Callable[[Any], None]]] = {}
         self._observers: list[Observer] = []
+        self._routes: dict[type[Event], tuple[Callable[[Any], None], ...]] = {}
+        self._children: weakref.WeakSet[Observers] = weakref.WeakSet()
         self.parent = parent
+        if parent is not None:
+            parent._children.add(self)
         for observer in observers:
             self.subscribe(observer)
 
@@ -73,6 +80,7 @@ class Observers:
         self._observers.append(observer)
         for subscription in observer.subscriptions():
             self._handlers.setdefault(subscription.kind, []).append(subscription.handler)
+        self._reroute()
 
     def unsubscribe(self, observer: Observer) -> None:
         kept = [other for other in self._observers if other is not observer]
@@ -80,19 +88,41 @@ class Observers:
         self._observers.clear()
         for other in kept:
             self.subscribe(other)
+        self._reroute()
+
+    def _reroute(self) -> None:
+        """The handlers changed: routes gathered before, here and below, are stale. A new
+        dict, not a cleared one, so that a route being gathered on another thread meanwhile
+        lands in the dropped dict."""
+        self._routes = {}
+        for child in list(self._children):
+            child._reroute()
+
+    def _route(self, kind: type[Event]) -> tuple[Callable[[Any], None], ...]:
+        routes = self._routes
+        route = routes.get(kind)
+        if route is None:
+            own = tuple(self._handlers.get(kind, ()))
+            route = own + self.parent._route(kind) if self.parent is not None else own
+            routes[kind] = route
+        return route
 
     def __iter__(self) -> Iterator[Observer]:
         return iter(tuple(self._observers))
 
     def wants(self, kind: type[Event]) -> bool:
         """Has anybody subscribed to `kind`? For events that are costly to build."""
-        return kind in self._handlers or (self.parent is not None and self.parent.wants(kind))
+        route = self._routes.get(kind)
+        if route is None:
+            route = self._route(kind)
+        return bool(route)
 
     def emit(self, event: Event) -> None:
-        for handler in self._handlers.get(type(event), ()):
+        route = self._routes.get(type(event))
+        if route is None:
+            route = self._route(type(event))
+        for handler in route:
             handler(event)
-        if self.parent is not None:
-            self.parent.emit(event)
 
 
 # -- the worker ---------------------------------------------------------------------------

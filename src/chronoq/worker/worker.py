@@ -426,17 +426,16 @@ class Worker:
             await self._give_back(jobs)
             return
         jobs = await self._hand_off(jobs)
+        attempts = []
+        worker_id, store, on_fenced = self.worker_id, self.app.store, self._fenced
+        output_limit = self.executor.output_limit
         for job in jobs:
-            ctx = JobContext(
-                job,
-                self.worker_id,
-                self.app.store,
-                on_fenced=self._fenced,
-                output_limit=self.executor.output_limit,
-            )
-            self.holdings.hold(Attempt(job, ctx))
+            ctx = JobContext(job, worker_id, store, on_fenced=on_fenced, output_limit=output_limit)
+            attempt = Attempt(job, ctx)
+            self.holdings.hold(attempt)
+            attempts.append(attempt)
         self._start_buffered()
-        self._rt.leases.wake.set()
+        self._rt.leases.held_more(attempts)
 
     async def _give_back(self, jobs: Sequence[Job]) -> None:
         released: set[int] = await self._io(self.source.give_back, jobs)
@@ -484,13 +483,15 @@ class Worker:
     # -- running jobs ---------------------------------------------------------------------
 
     def _start_buffered(self) -> None:
+        if not self.holdings.buffer:
+            return  # the common case when a handler returns: nothing claimed ahead waits
         concurrency = self.options.concurrency
         started: list[Job] = []
+        # The loop's own create_task: asyncio.create_task adds two Python calls per job.
+        create_task = self._rt.loop.create_task
         while not self._stop_requested and (attempt := self.holdings.next_to_start(concurrency)):
             attempt.started = time.monotonic()
-            attempt.task = asyncio.create_task(
-                self._execute(attempt), name=f"chronoq-job-{attempt.job.id}"
-            )
+            attempt.task = create_task(self._execute(attempt), name=f"chronoq-job-{attempt.job.id}")
             started.append(attempt.job)
         if started:
             # Emitted before the handlers run: the tasks start only when the loop next turns.
@@ -530,7 +531,10 @@ class Worker:
         self.holdings.running -= 1
         elapsed = time.monotonic() - attempt.started
         self.pacer.handler_took(elapsed)
-        self.events.emit(HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception))
+        if self.events.wants(HandlerReturned):  # an event per job, built only when heard
+            self.events.emit(
+                HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception)
+            )
         self._start_buffered()
         if self._waiting_for_slot:
             self._rt.wake.set()
