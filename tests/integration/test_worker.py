@@ -157,6 +157,31 @@ def test_new_job_wakes_an_idle_worker_through_change_notification(app: chronoq.A
     assert job.started_at - job.run_at < timedelta(seconds=5)
 
 
+def test_a_job_enqueued_before_the_listener_is_up_is_not_left_for_the_poll(
+    app: chronoq.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's first claim runs while its change listener still connects: a job
+    committed in between notified no one, so the listener, once up, wakes the claim loop."""
+
+    @app.task
+    def tick() -> None:
+        pass
+
+    listening = threading.Event()
+    open_listener = app.store.open_listener
+
+    def open_late() -> Any:
+        listening.wait(30)
+        return open_listener()
+
+    monkeypatch.setattr(app.store, "open_listener", open_late)
+    with running_worker(app, chronoq.WorkerOptions(poll_interval=60)) as (_, signals):
+        signals.wait_for(lambda: signals.idles >= 1)
+        tick.defer()  # its notification reaches no listener
+        listening.set()
+        signals.wait_for(lambda: len(signals.finishes) == 1, timeout=30)
+
+
 def test_heartbeats_keep_a_long_job_owned_past_its_lease(app: chronoq.App) -> None:
     release = threading.Event()
 

@@ -106,6 +106,10 @@ class DbJobSource:
                 self._listen_failed("cannot listen for new jobs, polling instead", exc)
                 self._closing.wait(self.poll_interval)
                 continue
+            # A job committed before LISTEN took effect (at start, the first claim runs while
+            # this connects; after a reconnect, whatever came meanwhile) notified no one: one
+            # claim now finds it, instead of the next poll.
+            wake()
             try:
                 while not self._closing.is_set():
                     if listener.wait(LISTEN_SLICE):
