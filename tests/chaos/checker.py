@@ -28,9 +28,9 @@ Rules, each a list of violations (empty is a pass):
   a retry, when a tiered run paused it at its end).
 - **retry delays**: a planned failure's retry falls due within `[0, min(cap, base * 2^n)]` of the
   failure (read from the run_at each execution was claimed with), and the delays, as fractions
-  of their windows, are uniform (Kolmogorov-Smirnov against U(0, 1), at the run's alpha: 0.01
-  in the full runs; the short pass of `make test` tests ten scenarios at once, so each gets a
-  tenth of a 0.001 family-wise level, or a correct system would fail one CI run in ten).
+  of their windows, are uniform (Kolmogorov-Smirnov against U(0, 1), at the run's alpha: each
+  run of `make chaos` gets its share of a 0.01 family-wise level, and each scenario of the short
+  pass of `make test` 0.0001, or a correct system would often fail one of the many runs).
 """
 
 from __future__ import annotations
