@@ -410,78 +410,42 @@ def _pid(holder: str) -> int:
     return -1
 
 
+def _tiered(
+    name: str, faults: tuple[str, ...], every: tuple[float, float], finale: str | None = None
+) -> Scenario:
+    """A scenario over the tiered fleet: 3 schedulers, a fault every `every` seconds."""
+    return Scenario(name, faults, schedulers=3, fault_every=every, tiered=True, finale=finale)
+
+
+# Kills and etcd cuts of leaders come further apart than a failover's span (2 TTLs before, the
+# bound after): most failovers are measured alone, against the bound.
+APART = (4.5, 6.5)
 TIER_SCENARIOS = {
-    "partition-leader-sigkill": Scenario(
-        "partition-leader-sigkill",
-        ("kill_partition_leader",),
-        schedulers=3,
-        # Kills further apart than a failover's span (2 TTLs before, the bound after): most are
-        # measured alone, against the bound.
-        fault_every=(4.5, 6.5),
-        tiered=True,
-    ),
-    "partition-leader-sigstop": Scenario(
-        "partition-leader-sigstop",
-        ("stop_partition_leader",),
-        schedulers=3,
-        fault_every=(2.0, 4.0),
-        tiered=True,
-    ),
-    "redis-restart-empty": Scenario(
-        "redis-restart-empty", ("restart_redis",), schedulers=3, fault_every=(2.0, 4.0), tiered=True
-    ),
-    "etcd-member-loss": Scenario(
-        "etcd-member-loss",
-        ("lose_etcd_member",),
-        schedulers=3,
-        fault_every=(1.0, 2.0),
-        finale="lose_etcd_quorum",
-        tiered=True,
-    ),
-    "tiered-everything": Scenario(
-        "tiered-everything",
-        (
-            "kill_partition_leader",
-            "stop_partition_leader",
-            "restart_redis",
-            "lose_etcd_member",
-            "lose_etcd_quorum",
-            "kill_worker",
-            "restart_fast",
+    scenario.name: scenario
+    for scenario in (
+        _tiered("partition-leader-sigkill", ("kill_partition_leader",), APART),
+        _tiered("partition-leader-sigstop", ("stop_partition_leader",), (2.0, 4.0)),
+        _tiered("redis-restart-empty", ("restart_redis",), (2.0, 4.0)),
+        _tiered("etcd-member-loss", ("lose_etcd_member",), (1.0, 2.0), finale="lose_etcd_quorum"),
+        _tiered(
+            "tiered-everything",
+            (
+                "kill_partition_leader",
+                "stop_partition_leader",
+                "restart_redis",
+                "lose_etcd_member",
+                "lose_etcd_quorum",
+                "kill_worker",
+                "restart_fast",
+            ),
+            (1.5, 3.0),
         ),
-        schedulers=3,
-        fault_every=(1.5, 3.0),
-        tiered=True,
-    ),
+        # Network partitions (tests.services.netfault).
+        _tiered("leader-cut-from-etcd", ("cut_leader_from_etcd",), APART),
+        _tiered("leader-cut-from-redis", ("cut_leader_from_redis",), (3.0, 6.0)),
+        _tiered("etcd-member-cut-off", ("cut_etcd_member",), (1.0, 2.0)),
+    )
 }
-
-
-# The network partition scenarios: faults apart (like the kills above) so that each failover is
-# measured alone against the bound.
-NETWORK_SCENARIOS = {
-    "leader-cut-from-etcd": Scenario(
-        "leader-cut-from-etcd",
-        ("cut_leader_from_etcd",),
-        schedulers=3,
-        fault_every=(4.5, 6.5),
-        tiered=True,
-    ),
-    "leader-cut-from-redis": Scenario(
-        "leader-cut-from-redis",
-        ("cut_leader_from_redis",),
-        schedulers=3,
-        fault_every=(3.0, 6.0),
-        tiered=True,
-    ),
-    "etcd-member-cut-off": Scenario(
-        "etcd-member-cut-off",
-        ("cut_etcd_member",),
-        schedulers=3,
-        fault_every=(1.0, 2.0),
-        tiered=True,
-    ),
-}
-TIER_SCENARIOS.update(NETWORK_SCENARIOS)
 
 
 def open_run(
