@@ -62,6 +62,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     names = args.scenario or list(EVERY_SCENARIO)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     rng = random.SystemRandom()
     cluster = PrivateCluster()
     cluster.create()
@@ -87,11 +89,17 @@ def main(argv: list[str]) -> int:
                 for violation in outcome.findings.violations[:20]:
                     print(f"    {violation}", flush=True)
     finally:
-        if tier is not None:
-            if args.keep is not None:
-                shutil.copytree(tier.root, args.keep / "tier", ignore=shutil.ignore_patterns("m?"))
-            tier.destroy()
-        cluster.destroy()
+        try:
+            if tier is not None and args.keep is not None:
+                keep = args.keep / "tier"
+                shutil.copytree(
+                    tier.root, keep, ignore=shutil.ignore_patterns("m?"), dirs_exist_ok=True
+                )
+        finally:
+            # Whatever the copy did, no server of the run is left behind.
+            if tier is not None:
+                tier.destroy()
+            cluster.destroy()
     if not args.no_doc and args.seed is None:
         _write_doc(outcomes, args)
     return 1 if any(o.findings.violations for o in outcomes) else 0
