@@ -137,8 +137,9 @@ def test_a_cancelled_job_is_dropped_by_the_claim(app: App, redis_url: str) -> No
         running_leader(app, StaticElector("leader-1", PARTITIONS), redis_url, events),
         running_worker(app, WorkerOptions(concurrency=2)),
     ):
-        doomed = app.enqueue("add", {"a": 1, "b": 1}, delay=timedelta(seconds=0.6)).id
-        kept = app.enqueue("add", {"a": 1, "b": 2}, delay=timedelta(seconds=0.6)).id
+        # Due late enough that both are seen staged, not yet moved, on a loaded machine too.
+        doomed = app.enqueue("add", {"a": 1, "b": 1}, delay=timedelta(seconds=3)).id
+        kept = app.enqueue("add", {"a": 1, "b": 2}, delay=timedelta(seconds=3)).id
         wait_until(
             lambda: len(events.of(TimersMoved)) == 0 and _staged(app, redis_url), what="staged"
         )
