@@ -65,8 +65,12 @@ CREATE INDEX chronoq_jobs_lease_idx ON chronoq_jobs (locked_until)
 -- A key is unique among live jobs: enqueuing it again finds the live job instead.
 CREATE UNIQUE INDEX chronoq_jobs_live_key_idx ON chronoq_jobs (key)
     WHERE key IS NOT NULL AND status IN ('pending', 'running');
--- Listings by status (dead letters, finished jobs) newest first.
-CREATE INDEX chronoq_jobs_status_idx ON chronoq_jobs (status, id);
+-- Listings of the jobs that ended other than done (dead letters, cancelled jobs) newest first.
+-- Every job passes through pending, running and done, so an entry for those would be an index
+-- insert per transition of every job; their listings use the claim, lease and finished indexes
+-- or the primary key.
+CREATE INDEX chronoq_jobs_status_idx ON chronoq_jobs (status, id)
+    WHERE status NOT IN ('pending', 'running', 'done');
 -- A tick is fired once, whatever the job's status: two schedulers in a split brain both insert
 -- it and one insert finds the row already there.
 CREATE UNIQUE INDEX chronoq_jobs_tick_idx ON chronoq_jobs (schedule, tick)
