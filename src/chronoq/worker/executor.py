@@ -97,11 +97,8 @@ class Executor:
         try:
             if task.timeout is None:
                 # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
-                # manager and a task look-up per job for nothing (and `_async_call` a call).
-                if task.app.wraps_handlers:
-                    value = await task.app.call_handler_async(task.fn, *args, **attempt.job.payload)
-                else:
-                    value = await task.fn(*args, **attempt.job.payload)
+                # manager and a task look-up per job for nothing.
+                value = await _async_call(task, args, attempt.job.payload)
             else:
                 value = await self._call_async_within(attempt, task, args, task.timeout)
         except asyncio.CancelledError:
