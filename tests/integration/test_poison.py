@@ -19,7 +19,7 @@ import pytest
 from chronoq import App, Backoff, Job, JobStatus, Outcome, Worker, WorkerOptions
 from chronoq.storage.base import JobClaimParams, JobFinishParams
 from chronoq.worker.completer import STUCK_RETRY_FLOOR
-from chronoq.worker.ledger import JobLedger, LedgerReader, Orphans, settle_orphans
+from chronoq.worker.ledger import CRASH_SPREAD, JobLedger, LedgerReader, Orphans, settle_orphans
 from tests.helpers import running_worker, wait_until
 from tests.integration.cli_support import Spawner, enqueue, status
 
@@ -317,6 +317,42 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
         set(),
         set(),
     )
+    app.close()
+
+
+def test_a_job_that_crashed_a_process_before_loses_its_place_by_a_random_spread(
+    dsn: str,
+) -> None:
+    app = App(dsn)
+
+    @app.task(max_attempts=5)
+    def job(n: int) -> None: ...
+
+    queue = [app.config.default_queue]
+    crasher, neighbour = (job.defer(n=n).id for n in range(2))  # type: ignore[union-attr]
+
+    def crash_in(worker_id: str) -> Job:
+        claimed = app.store.job_claim_with_wakeup(JobClaimParams(queue, 1, worker_id)).jobs[0]
+        running = frozenset({(claimed.id, claimed.lease_token)})
+        assert settle_orphans(app, Orphans(1, -signal.SIGKILL, worker_id, running))[0] == {
+            claimed.id
+        }
+        return claimed
+
+    first = crash_in("first")
+    # Its first crash: again at once, in its place in line, ahead of the job behind it.
+    second = crash_in("second")
+    assert second.id == first.id == crasher
+    again = app.get_job(crasher)
+    assert again is not None
+    assert (again.status, again.attempts) == (JobStatus.PENDING, 2)
+    assert [e["error"] for e in again.errors] == ["WorkerCrashed", "WorkerCrashed"]
+    # Its second: after a delay of its own, behind the job that never crashed.
+    assert again.run_at > first.run_at
+    assert second.started_at is not None
+    assert again.run_at - second.started_at < timedelta(seconds=CRASH_SPREAD + 5)
+    nxt = app.store.job_claim_with_wakeup(JobClaimParams(queue, 1, "third")).jobs
+    assert [j.id for j in nxt] == [neighbour]
     app.close()
 
 

@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronoq.supervisor")
 LEDGER_FD_ENV = "CHRONOQ_LEDGER_FD"
+# The error a crashed attempt records, and the most a job that crashed a process before waits
+# to run again (seconds; see `_crash_result`).
+CRASHED = "WorkerCrashed"
+CRASH_SPREAD = 2.0
 
 
 class JobLedger:
@@ -217,17 +222,28 @@ def _held_by(app: App, worker_id: str) -> list[Job]:
 
 
 def _crash_result(job: Job, message: str, worker_id: str) -> JobFinishParams:
-    """The crashed attempt's failure. The job runs again at once, in its place in line, as it
-    would after the lease rescue: work a crash interrupted does not wait behind the backlog
-    that fell due after it, and a poison job spends its attempts, and its crashes, quickly."""
+    """The crashed attempt's failure. After its first crash the job runs again at once, in its
+    place in line, as it would after the lease rescue: work a crash interrupted does not wait
+    behind the backlog that fell due after it. A job that crashed a process before may be the
+    poison itself, and so may any job that ran beside it: each is retried after its own random
+    delay of up to CRASH_SPREAD seconds instead, so they are not claimed together again. In
+    their place in line, the poison and its neighbours would be claimed into one process again
+    and again, and every crash would spend an attempt of each, until all of them were dead."""
     dead = job.out_of_attempts
     error = {
         "attempt": job.attempts,
-        "error": "WorkerCrashed",
+        "error": CRASHED,
         "message": message,
         "traceback": "",
         "worker": worker_id,
         "outcome": "dead" if dead else "retry",
     }
     outcome = Outcome.DEAD if dead else Outcome.RETRY
+    if _crashed_before(job):
+        delay = random.uniform(0.0, CRASH_SPREAD)
+        return JobFinishParams(job.id, job.lease_token, outcome, retry_delay=delay, error=error)
     return JobFinishParams(job.id, job.lease_token, outcome, error=error, keep_place=True)
+
+
+def _crashed_before(job: Job) -> bool:
+    return any(error.get("error") == CRASHED for error in job.errors)
