@@ -28,7 +28,7 @@ install: $(STAMP)
 $(BENCH_STAMP): pyproject.toml bench/requirements.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_BIN)/pip install --quiet --upgrade pip
-	$(BENCH_BIN)/pip install --quiet -e . -r bench/requirements.txt
+	$(BENCH_BIN)/pip install --quiet -e '.[uvloop]' -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 bench-env: $(BENCH_STAMP)

@@ -16,7 +16,8 @@ is the same work at any speed. The same count taken twice agrees to about 0.1%.
 Workers (one process, one batch size, `--batch`, 100 by default):
 
     chronoq     a `chronoq.Worker` (concurrency 100, burst mode: it stops when the queue is empty)
-                running an async no-op handler, as the drain figure's workers do
+                running an async no-op handler, as the drain figure's workers do, on the event
+                loop `--event-loop` names (auto: uvloop when installed, as in .venv-bench)
     store       chronoq's store methods alone, claim and finish in a loop: the worker without
                 its event loop, handlers, leases and events
     bare-sql    the bare SQL loop of the drain figure (bench/systems/bare_sql.py): chronoq's
@@ -44,6 +45,7 @@ from psycopg import sql
 
 from bench.harness import with_database
 from bench.systems.sql import Q as BENCH_Q
+from chronoq.worker.loops import EVENT_LOOPS
 
 WORKERS = ("chronoq", "store", "bare-sql")
 DATABASE = "chronoq_instructions"
@@ -87,7 +89,7 @@ def fill(admin: str, jobs: int) -> str:
     return dsn
 
 
-def counted(worker: str, dsn: str, batch: int, out_dir: Path) -> int:
+def counted(worker: str, dsn: str, batch: int, out_dir: Path, event_loop: str = "auto") -> int:
     """Instructions callgrind counted in one drain by `worker`."""
     out = out_dir / f"callgrind.{worker}.out"
     command = [
@@ -103,6 +105,8 @@ def counted(worker: str, dsn: str, batch: int, out_dir: Path) -> int:
         dsn,
         "--batch",
         str(batch),
+        "--event-loop",
+        event_loop,
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -113,14 +117,16 @@ def counted(worker: str, dsn: str, batch: int, out_dir: Path) -> int:
     raise RuntimeError(f"callgrind printed no total for {worker}:\n{done.stderr[-2000:]}")
 
 
-def measure(workers: Sequence[str], batch: int, small: int, large: int, admin: str) -> list[Count]:
+def measure(
+    workers: Sequence[str], batch: int, small: int, large: int, admin: str, event_loop: str = "auto"
+) -> list[Count]:
     counts = []
     with tempfile.TemporaryDirectory(prefix="chronoq-instructions-") as tmp:
         for worker in workers:
             totals = []
             for jobs in (small, large):
                 dsn = fill(admin, jobs)
-                totals.append(counted(worker, dsn, batch, Path(tmp)))
+                totals.append(counted(worker, dsn, batch, Path(tmp), event_loop))
                 left = _left(dsn)
                 if left:
                     raise RuntimeError(f"{worker} left {left} of {jobs} jobs unfinished")
@@ -152,16 +158,16 @@ def table(counts: Sequence[Count]) -> str:
 # -- the workers, run under callgrind ------------------------------------------------------
 
 
-def serve(worker: str, dsn: str, batch: int) -> None:
+def serve(worker: str, dsn: str, batch: int, event_loop: str = "auto") -> None:
     if worker == "chronoq":
-        _serve_chronoq(dsn, batch)
+        _serve_chronoq(dsn, batch, event_loop)
     elif worker == "store":
         _serve_store(dsn, batch)
     else:
         _serve_bare(dsn, batch)
 
 
-def _serve_chronoq(dsn: str, batch: int) -> None:
+def _serve_chronoq(dsn: str, batch: int, event_loop: str) -> None:
     from chronoq import App, Worker, WorkerOptions
 
     app = App(dsn, pool_size=4)
@@ -170,7 +176,7 @@ def _serve_chronoq(dsn: str, batch: int) -> None:
     async def noop() -> None:
         pass
 
-    options = WorkerOptions(concurrency=100, batch_size=batch, burst=True)
+    options = WorkerOptions(concurrency=100, batch_size=batch, burst=True, event_loop=event_loop)
     Worker(app, options).run(install_signal_handlers=False)
     app.close()
 
@@ -217,11 +223,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=500)
     parser.add_argument("--large", type=int, default=2500)
     parser.add_argument("--json", type=Path, help="write the counts to this file")
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="auto",
+        help="the chronoq worker's event loop (auto: uvloop when installed)",
+    )
     parser.add_argument("--serve", choices=WORKERS, help=argparse.SUPPRESS)
     parser.add_argument("--dsn", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.dsn, args.batch)
+        serve(args.serve, args.dsn, args.batch, args.event_loop)
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not on the PATH (Debian: apt-get install valgrind)", file=sys.stderr)
@@ -231,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown or args.large <= args.small:
         print(f"workers from {', '.join(WORKERS)}; --large above --small", file=sys.stderr)
         return 2
-    counts = measure(workers, args.batch, args.small, args.large, admin_dsn())
+    counts = measure(workers, args.batch, args.small, args.large, admin_dsn(), args.event_loop)
     print(table(counts))
     if args.json:
         args.json.write_text(json.dumps([asdict(c) | {"per_job": c.per_job} for c in counts]))

@@ -56,7 +56,8 @@ class ChronoqPostgres(System):
     title: ClassVar[str] = "chronoq (PostgreSQL)"
     backend: ClassVar[str] = "postgres"
     notes: ClassVar[str] = (
-        "Async no-op handler, 100 jobs in flight per process; `batch` is the claim size."
+        "Async no-op handler, 100 jobs in flight per process, on uvloop (`--event-loop auto` "
+        "takes it when installed); `batch` is the claim size."
     )
     # Two processes: the herd figure shows the limit holding across processes, not within one.
     herd_layout: ClassVar[WorkerConfig | None] = WorkerConfig(2, CONCURRENCY, 100)

@@ -370,6 +370,7 @@ def test_dead_requeue_reports_key_conflicts(url: str, reader: App) -> None:
         (["dead", "purge", "--older-than", "-1d"], "argument --older-than: invalid duration"),
         (["worker"], "the following arguments are required: --app"),
         (["worker", "--app", "x:app", "--concurrency", "0"], "must be at least 1"),
+        (["worker", "--app", "x:app", "--event-loop", "trio"], "invalid choice: 'trio'"),
         (["worker", "--app", "no-colon"], "--app must look like MODULE:APP"),
         (["worker", "--app", "no_such_module_here:app"], "no module named 'no_such_module_here'"),
         (["jobs"], "choose a jobs command: list, show, cancel"),

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from chronoq.core.durations import parse_duration
 from chronoq.core.jobs import MAX_ID, JobStatus
 from chronoq.errors import ChronoqError
+from chronoq.worker.loops import EVENT_LOOPS
 
 MAX_COUNT = 2**63 - 1  # the largest integer both databases store
 MAX_PREVIEW = 1000
@@ -282,6 +283,12 @@ def _add_worker(worker: ArgumentParser, app_required: bool) -> None:
         "--batch", type=positive_int, metavar="N", help="most jobs claimed per round trip"
     )
     worker.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
+    worker.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="auto",
+        help="the worker's event loop (auto: uvloop when installed)",
+    )
     worker.add_argument(
         "--processes",
         type=positive_int,

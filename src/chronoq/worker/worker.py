@@ -74,6 +74,7 @@ from chronoq.worker.dbsource import DbJobSource
 from chronoq.worker.executor import Executor, cancelled, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
+from chronoq.worker.loops import check_event_loop, loop_factory
 from chronoq.worker.pacing import ClaimPacer, Pause
 from chronoq.worker.source import JobSource, Taken
 from chronoq.worker.stats import WorkerStats
@@ -110,6 +111,9 @@ class WorkerOptions:
     # The largest handler return value (JSON, bytes) stored as output; None: the app's
     # `output_limit` setting.
     output_limit: int | None = None
+    # The loop `run` starts: "auto" (uvloop when installed), "uvloop" or "asyncio" (see
+    # chronoq.worker.loops). `run_async` runs on whatever loop its caller runs.
+    event_loop: str = "auto"
 
     def validated(self) -> WorkerOptions:
         if self.concurrency < 1:
@@ -131,6 +135,7 @@ class WorkerOptions:
             )
         if self.shutdown_grace < 0:
             raise ConfigError(f"shutdown_grace must not be negative, got {self.shutdown_grace}")
+        check_event_loop(self.event_loop)
         return self
 
     @property
@@ -235,8 +240,10 @@ class Worker:
     # -- running --------------------------------------------------------------------------
 
     def run(self, *, install_signal_handlers: bool = True) -> WorkerStats:
-        """Run on a new event loop; SIGTERM/SIGINT stop gracefully, a second one at once."""
-        return asyncio.run(self.run_async(install_signal_handlers=install_signal_handlers))
+        """Run on a new event loop (`WorkerOptions.event_loop`); SIGTERM/SIGINT stop
+        gracefully, a second one at once."""
+        with asyncio.Runner(loop_factory=loop_factory(self.options.event_loop)) as runner:
+            return runner.run(self.run_async(install_signal_handlers=install_signal_handlers))
 
     async def run_async(self, *, install_signal_handlers: bool = False) -> WorkerStats:
         rt = self._runtime = self._new_runtime()
