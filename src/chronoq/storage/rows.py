@@ -11,7 +11,7 @@ from operator import itemgetter
 from typing import Any
 
 from chronoq.core.fleet import ProcessInfo, ProcessRecord, TaskInfo
-from chronoq.core.jobs import MAX_ID, Job, JobStatus, RescueResult, Stat
+from chronoq.core.jobs import MAX_ID, Job, JobStatus, RescueResult, Stat, build_job
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import (
     SCHEDULE_DEFINITION,
@@ -40,7 +40,7 @@ def job_from_row(row: Mapping[str, Any], to_time: Any = None, from_json: Any = N
     payload that is a JSON string arrives as a str, which must not be decoded a second time.)"""
     convert = to_time or _identity
     decode = from_json or _identity
-    return Job(
+    return build_job(
         id=int(row["id"]),
         queue=row["queue"],
         task=row["task"],
@@ -98,7 +98,7 @@ def job_tuple_reader(columns: Sequence[str]) -> Callable[[Sequence[Any]], Job]:
     def read(row: Sequence[Any]) -> Job:
         values = list(pick(row))
         values[_STATUS_AT] = _STATUSES[values[_STATUS_AT]]
-        return Job(*values)
+        return build_job(*values)
 
     return read
 
