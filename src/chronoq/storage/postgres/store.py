@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import psycopg
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row, scalar_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -333,7 +333,7 @@ class PostgresStore(SqlStore):
             ],
         }
         with self._conn() as conn:
-            accepted = {row["id"] for row in conn.execute(Q["job_finish_many"], args)}
+            accepted = _ids(conn, Q["job_finish_many"], args)
             _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
         return accepted
 
@@ -343,7 +343,7 @@ class PostgresStore(SqlStore):
             "tokens": bigint_array_text([p.lease_token for p in params]),
         }
         with self._conn() as conn:
-            accepted = {row["id"] for row in conn.execute(Q["job_complete_many"], args)}
+            accepted = _ids(conn, Q["job_complete_many"], args)
             _count_fence_rejections(conn, [(p.id, p.lease_token) for p in params], accepted)
         return accepted
 
@@ -454,6 +454,14 @@ def bigint_array_text(values: Sequence[int]) -> str:
     list element by element in Python, with a regular-expression test for quoting on each; the
     finish of every batch sends two such lists, and ints never need quoting."""
     return "{" + ",".join(map(str, values)) + "}"
+
+
+def _ids(conn: psycopg.Connection[Any], query: LiteralString, args: dict[str, Any]) -> set[int]:
+    """The ids a statement returns (its one column), fetched at once: iterating its cursor
+    would cost a Python call and a dict per row, and a batch finish returns a row per job."""
+    with conn.cursor(row_factory=scalar_row) as cur:
+        ids: list[int] = cur.execute(query, args).fetchall()
+    return set(ids)
 
 
 def _count_fence_rejections(
