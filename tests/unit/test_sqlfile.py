@@ -68,3 +68,30 @@ def test_every_block_the_shared_store_runs_exists_in_both_dialects(dialect: str)
     used = set(re.findall(r'self\.Q\["(\w+)"\]', inspect.getsource(sqlstore)))
     assert used, "the pattern no longer finds the shared store's statements"
     assert used <= set(load_dialect(dialect))
+
+
+def test_whole_line_comments_are_not_sent_and_the_rest_is_kept(package: Path) -> None:
+    (package / "a.sql").write_text(
+        "-- name: one\n"
+        "-- why this query is written so\n"
+        "SELECT 1 AS a, -- the first\n"
+        "    '--not a comment' AS b\n"
+        "  -- an indented note\n"
+        "FROM t\n"
+        "-- a last note"
+    )
+    assert load_queries("sqlfile_probe", "a.sql") == {
+        "one": "SELECT 1 AS a, -- the first\n    '--not a comment' AS b\nFROM t"
+    }
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_query_is_short_enough_for_psycopgs_parse_cache(dialect: str) -> None:
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    long = {
+        name: len(query.encode())
+        for name, query in load_dialect(dialect).items()
+        if len(query.encode()) > MAX_CACHED_STATEMENT_LENGTH
+    }
+    assert not long, f"parsed again at every execution: {long}"

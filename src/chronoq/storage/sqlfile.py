@@ -15,6 +15,10 @@ from importlib import resources
 from typing import LiteralString, cast
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+# Whole-line comments are for whoever reads the file, and are not sent: psycopg parses a query
+# for its placeholders once and keeps the result only for queries of at most 4 KiB, so a long
+# commented query (the claim) was parsed again at every execution.
+_COMMENT_LINE = re.compile(r"^[ \t]*--.*(?:\n|\Z)", re.MULTILINE)
 
 # session: connection set-up, migrations bookkeeping, the clock; jobs: chronoq_jobs; queues:
 # queues, key limits and their buckets; schedules: chronoq_schedules; leaders: leadership;
@@ -43,7 +47,7 @@ def load_queries(package: str, *filenames: str) -> dict[str, LiteralString]:
                 first = where[name]
                 also = "" if first == filename else f" (first in {first})"
                 raise ValueError(f"{filename}: query {name!r} is defined twice{also}")
-            queries[name] = cast(LiteralString, body).strip()
+            queries[name] = cast(LiteralString, _COMMENT_LINE.sub("", body)).strip()
             where[name] = filename
     return queries
 
