@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
-from typing import LiteralString, cast
+from typing import LiteralString
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 # Whole-line comments are for whoever reads the file, and are not sent: psycopg parses a query
@@ -47,7 +47,7 @@ def load_queries(package: str, *filenames: str) -> dict[str, LiteralString]:
                 first = where[name]
                 also = "" if first == filename else f" (first in {first})"
                 raise ValueError(f"{filename}: query {name!r} is defined twice{also}")
-            queries[name] = cast(LiteralString, _COMMENT_LINE.sub("", body)).strip()
+            queries[name] = _COMMENT_LINE.sub("", body).strip()
             where[name] = filename
     return queries
 
