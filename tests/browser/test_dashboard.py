@@ -15,6 +15,7 @@ from playwright.sync_api import Page, expect
 from chronoq.core.schedules import ScheduleSpec
 from tests.browser.conftest import ADMIN, READER, TIMEOUT_MS, Live
 from tests.browser.tasks import GATES, QUEUES
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -169,6 +170,13 @@ def test_watch_a_jobs_progress_then_its_output(page: Page, live: Live) -> None:
     GATES["browser"] = (first, second)
     try:
         job = live.app.enqueue("copy_files", {"gate": "browser", "files": 2})
+        # The Running page shows what was stored when it was loaded (it does not reload itself):
+        # a page loaded between the claim and the first heartbeat would say "not reported".
+        wait_until(
+            lambda: (stored := live.app.get_job(job.id)) is not None and stored.progress == 0.5,
+            TIMEOUT_MS / 1000,
+            "a heartbeat to store the job's first progress",
+        )
         sign_in(page, start="/running")
         row = page.locator("#running-jobs tbody tr").filter(has_text=str(job.id))
         expect(row).to_contain_text("50%")
