@@ -104,6 +104,32 @@ def test_a_batch_comes_back_in_claim_order(store: Store) -> None:
     assert [job.id for job in claim(store, queues=["a", "b"], limit=10)] == expected[4:]
 
 
+@pytest.mark.parametrize("priorities", [1, 4, 10, 11, 30])
+def test_claims_follow_claim_order_however_many_priorities_are_pending(
+    store: Store, priorities: int
+) -> None:
+    """PostgreSQL finds a queue's due rows one priority at a time up to 10 distinct priorities
+    pending, and scans the queue whole beyond: both keep the claim order, beside jobs not due."""
+    now = store.db_now()
+    spec = [
+        (queue, (n * 7) % priorities - priorities // 2, now + timedelta(seconds=offset))
+        for n in range(120)
+        for queue, offset in [("a" if n % 3 else "b", (n * 37) % 200 - 100)]
+    ]
+    ids = insert(store, *[params(q, run_at=run_at, priority=p) for q, p, run_at in spec])
+    due = sorted(
+        (
+            (-p, run_at, job_id)
+            for (q, p, run_at), job_id in zip(spec, ids, strict=True)
+            if run_at <= now
+        ),
+    )
+    taken: list[int] = []
+    while batch := claim(store, queues=["a", "b"], limit=7, now=now):
+        taken += [job.id for job in batch]
+    assert taken == [job_id for _, _, job_id in due]
+
+
 def test_claim_starts_an_attempt_under_a_lease(store: Store) -> None:
     [job_id] = insert(store, params(lease_seconds=42.5, run_at=PAST))
     now = store.db_now()

@@ -117,7 +117,7 @@ WHERE key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 -- are locked by another worker) and the earliest lease to expire. A worker taking jobs as they
 -- fall due thus needs one statement per wake-up, not two. There is always one row: the wake-up
 -- columns, joined to each claimed job, or alone with NULL job columns when nothing was claimed.
-WITH clock AS MATERIALIZED (
+WITH RECURSIVE clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
 -- DISTINCT: a queue named twice would be scanned twice and fill LIMIT with duplicates.
@@ -130,25 +130,79 @@ requested AS MATERIALIZED (
     FROM unnest(%(queues)s::text[]) AS u(name)
     LEFT JOIN chronoq_queues AS c ON c.name = u.name
 ),
+-- Why the due rows are found priority by priority: chronoq_jobs_claim_idx is ordered by
+-- priority first, so a scan of a queue's whole range with `run_at <= now` cannot stop at the
+-- first row not yet due (a higher priority's rows come after it); each claim that came back
+-- short read every pending row of the queue, due later or not. A scan per priority stops
+-- there.
+--
+-- The distinct priorities of each open queue's pending jobs, lowest first: a loose index scan,
+-- one descent per priority, that reads each priority from its latest run_at, away from the rows
+-- claimed lately, whose index entries linger until vacuum. It starts below every integer and
+-- stops after 11: a queue with more than 10 priorities pending is scanned whole as before, not
+-- one descent per priority.
+priorities AS (
+    SELECT name AS queue, 0 AS depth, -2147483649 AS priority
+    FROM requested
+    WHERE NOT paused AND NOT limited
+    UNION ALL
+    SELECT p.queue, p.depth + 1,
+           (SELECT j.priority FROM chronoq_jobs AS j
+            WHERE j.status = 'pending' AND j.queue = p.queue AND j.priority > p.priority
+            ORDER BY j.priority LIMIT 1)
+    FROM priorities AS p
+    WHERE p.priority IS NOT NULL AND p.depth <= 10
+),
+ranked AS MATERIALIZED (
+    SELECT queue, priority FROM priorities WHERE depth > 0 AND priority IS NOT NULL
+    ORDER BY queue, priority DESC
+),
+open_queues AS MATERIALIZED (
+    SELECT q.name, (SELECT count(*) FROM ranked AS r WHERE r.queue = q.name) > 10 AS scan_whole
+    FROM requested AS q
+    WHERE NOT q.paused AND NOT q.limited
+),
 due AS (
-    SELECT candidate.id, candidate.expired
-    FROM clock, (SELECT name FROM requested WHERE NOT paused AND NOT limited) AS q,
+    SELECT c.id,
+           -- Later than its grace with the policy "skip": skipped, not started.
+           (c.misfire = 'skip'
+            AND c.run_at + c.misfire_grace * interval '1 second' < clock.now) AS expired
+    FROM clock, open_queues AS q,
     LATERAL (
-        -- One index range scan per queue (chronoq_jobs_claim_idx), so a worker serving several
-        -- queues never sorts a whole backlog; the outer ORDER BY merges at most limit x queues.
-        SELECT id, priority, run_at,
-               -- Later than its grace with the policy "skip": skipped, not started.
-               (misfire = 'skip'
-                AND run_at + misfire_grace * interval '1 second' < clock.now) AS expired
-        FROM chronoq_jobs
-        WHERE status = 'pending'
-          AND queue = q.name
-          AND run_at <= clock.now
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS candidate
-    ORDER BY candidate.priority DESC, candidate.run_at, candidate.id
+        -- Priority by priority, highest first (ranked is read in its order): LIMIT without
+        -- ORDER BY stops taking and locking rows once the highest priorities gave enough.
+        (SELECT one.*
+         FROM ranked AS r,
+         LATERAL (
+             SELECT id, priority, run_at, misfire, misfire_grace
+             FROM chronoq_jobs
+             WHERE status = 'pending'
+               AND queue = r.queue
+               AND priority = r.priority
+               AND run_at <= clock.now
+             ORDER BY run_at, id
+             LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED
+         ) AS one
+         WHERE r.queue = q.name AND NOT q.scan_whole
+         LIMIT %(limit)s)
+        UNION ALL
+        -- A queue with many priorities: its whole range in claim order.
+        SELECT * FROM (
+            SELECT id, priority, run_at, misfire, misfire_grace
+            FROM chronoq_jobs
+            WHERE q.scan_whole
+              AND status = 'pending'
+              AND queue = q.name
+              AND run_at <= clock.now
+            ORDER BY priority DESC, run_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS whole
+    ) AS c
+    -- Merges at most limit x queues rows: a worker serving several queues never sorts a
+    -- whole backlog.
+    ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
 ),
 claimed AS (
@@ -176,7 +230,8 @@ skipped AS (
     WHERE j.id = due.id AND due.expired
     RETURNING j.id
 ),
-wakeup AS (
+-- Materialized: evaluated once, not once per claimed row it is joined to.
+wakeup AS MATERIALIZED (
     SELECT clock.now AS wakeup_db_now,
            -- Skipped rows took places in LIMIT that due jobs behind them may want: look again.
            CASE WHEN EXISTS (SELECT 1 FROM skipped) THEN clock.now ELSE
