@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chronoq.core.jobs import JobStatus, Outcome, Wakeup
-from chronoq.storage.base import JobClaimParams
+from chronoq.storage.base import JobClaimParams, QueueLimitParams
 from chronoq.storage.sqlite.store import SqliteStore
 
 from .support import (
@@ -110,24 +110,36 @@ def test_claims_follow_claim_order_however_many_priorities_are_pending(
 ) -> None:
     """PostgreSQL finds a queue's due rows one priority at a time up to 10 distinct priorities
     pending, and scans the queue whole beyond: both keep the claim order, beside jobs not due."""
+    taken, expected = _claim_all_in_order(store, priorities, ["a", "b"])
+    assert taken == expected
+
+
+@pytest.mark.parametrize("priorities", [1, 4, 11])
+def test_a_limited_queue_is_claimed_in_claim_order_however_many_priorities(
+    store: Store, priorities: int
+) -> None:
+    store.queue_limit(QueueLimitParams("a", concurrency=1_000))
+    taken, expected = _claim_all_in_order(store, priorities, ["a"])
+    assert taken == expected
+
+
+def _claim_all_in_order(
+    store: Store, priorities: int, queues: list[str]
+) -> tuple[list[int], list[int]]:
+    """120 jobs over `queues`, due and not, with `priorities` distinct priorities, claimed 7 at
+    a time until none is left; returns the ids taken and those due in claim order."""
     now = store.db_now()
     spec = [
-        (queue, (n * 7) % priorities - priorities // 2, now + timedelta(seconds=offset))
+        (queues[n % len(queues)], (n * 7) % priorities - priorities // 2, (n * 37) % 200 - 100)
         for n in range(120)
-        for queue, offset in [("a" if n % 3 else "b", (n * 37) % 200 - 100)]
     ]
-    ids = insert(store, *[params(q, run_at=run_at, priority=p) for q, p, run_at in spec])
-    due = sorted(
-        (
-            (-p, run_at, job_id)
-            for (q, p, run_at), job_id in zip(spec, ids, strict=True)
-            if run_at <= now
-        ),
-    )
+    jobs = [params(q, run_at=now + timedelta(seconds=s), priority=p) for q, p, s in spec]
+    ids = insert(store, *jobs)
+    due = sorted((-p, s, job_id) for (_, p, s), job_id in zip(spec, ids, strict=True) if s <= 0)
     taken: list[int] = []
-    while batch := claim(store, queues=["a", "b"], limit=7, now=now):
+    while batch := claim(store, queues=queues, limit=7, now=now):
         taken += [job.id for job in batch]
-    assert taken == [job_id for _, _, job_id in due]
+    return taken, [job_id for _, _, job_id in due]
 
 
 def test_claim_starts_an_attempt_under_a_lease(store: Store) -> None:

@@ -14,13 +14,13 @@ from chronoq.storage.postgres.session import Q
 from chronoq.storage.postgres.store import PostgresStore
 from tests.contract.support import insert, params
 
-CLAIM_INDEX = "chronoq_jobs_claim_idx"
+JOBS_INDEXES = "chronoq_jobs_"
 FUTURE_JOBS = 20_000
 
 
-def _claim_index_pages(dsn: str) -> int:
-    """Pages of the claim index the claim statement reads, for a claim of up to 200 jobs."""
-    args = {
+def _claim_args() -> dict[str, Any]:
+    """A claim of up to 200 jobs."""
+    return {
         "queues": ["q"],
         "limit": 200,
         "worker_id": "w1",
@@ -29,10 +29,12 @@ def _claim_index_pages(dsn: str) -> int:
         "max_attempts": Jsonb({}),
         "default_max_attempts": 20,
     }
+
+
+def _claim_index_pages(dsn: str, query: str, args: dict[str, Any]) -> int:
+    """Pages of chronoq_jobs' indexes that `query` reads."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q["job_claim"], args
-        ).fetchone()
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, args).fetchone()
         conn.rollback()
     assert row is not None
     return sum(_index_pages(row[0][0]["Plan"]))
@@ -40,7 +42,7 @@ def _claim_index_pages(dsn: str) -> int:
 
 def _index_pages(node: dict[str, Any]) -> list[int]:
     pages = []
-    if node.get("Index Name") == CLAIM_INDEX:
+    if str(node.get("Index Name", "")).startswith(JOBS_INDEXES):
         pages.append(int(node["Shared Hit Blocks"]) + int(node["Shared Read Blocks"]))
     for child in node.get("Plans", []):
         pages += _index_pages(child)
@@ -51,7 +53,7 @@ def test_a_short_claim_reads_no_index_pages_of_jobs_not_yet_due(pg_dsn: str) -> 
     store = PostgresStore(pg_dsn)
     try:
         insert(store, *[params(priority=p) for p in (0, 0, 3, 3, 3)])
-        alone = _claim_index_pages(pg_dsn)
+        alone = _claim_index_pages(pg_dsn, Q["job_claim"], _claim_args())
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO chronoq_jobs (queue, task, payload, run_at, priority)"
@@ -60,9 +62,9 @@ def test_a_short_claim_reads_no_index_pages_of_jobs_not_yet_due(pg_dsn: str) -> 
                 (FUTURE_JOBS,),
             )
             conn.execute("VACUUM ANALYZE chronoq_jobs")
-        beside = _claim_index_pages(pg_dsn)
+        beside = _claim_index_pages(pg_dsn, Q["job_claim"], _claim_args())
     finally:
         store.close()
-    # Walking the future jobs' entries would read about a hundred pages more; each of the
-    # claim's descents into a deeper index reads a page or two more, and no more.
-    assert beside - alone <= 12, (alone, beside)
+    # Walking the future jobs' entries read 154 pages more (20 against 174); each descent of
+    # the claim into a deeper index reads a page or two more (24 against 38), and no more.
+    assert beside - alone <= 30, (alone, beside)
