@@ -68,3 +68,28 @@ def test_a_short_claim_reads_no_index_pages_of_jobs_not_yet_due(pg_dsn: str) -> 
     # Walking the future jobs' entries read 154 pages more (20 against 174); each descent of
     # the claim into a deeper index reads a page or two more (24 against 38), and no more.
     assert beside - alone <= 30, (alone, beside)
+
+
+def test_the_claim_is_planned_once_not_at_every_execution(pg_dsn: str) -> None:
+    """No parameter of the claim reaches the planner (the limit and the queues are read through
+    subqueries), so a prepared claim's custom plans cost no less than its generic plan and
+    PostgreSQL keeps the generic one after its five custom tries. A custom plan per claim was
+    planning work at every execution, and planning probes the index for the range of run_at
+    over every entry of the jobs claimed since the last vacuum."""
+    args = _claim_args() | {"limit": 1}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        # Enough due jobs, analyzed, that a custom plan for a claim of one is estimated cheaper
+        # than a plan for any limit, as a real backlog is.
+        conn.execute(
+            "INSERT INTO chronoq_jobs (queue, task, payload, run_at)"
+            " SELECT 'q', 't', '{}', now() - interval '1 hour' FROM generate_series(1, %s)",
+            (FUTURE_JOBS,),
+        )
+        conn.execute("VACUUM ANALYZE chronoq_jobs")
+        for _ in range(8):
+            conn.execute(Q["job_claim"], args, prepare=True).fetchall()
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE 'WITH RECURSIVE clock%%'"
+        ).fetchall()
+    assert plans == [(3, 5)]

@@ -117,8 +117,14 @@ WHERE key = ANY(%(keys)s::text[]) AND status IN ('pending', 'running')
 -- are locked by another worker) and the earliest lease to expire. A worker taking jobs as they
 -- fall due thus needs one statement per wake-up, not two. There is always one row: the wake-up
 -- columns, joined to each claimed job, or alone with NULL job columns when nothing was claimed.
+--
+-- No parameter reaches the planner: the clock, the limit (n) and the queues are read through
+-- subqueries, so a custom plan is estimated no cheaper than the generic one, and PostgreSQL
+-- keeps the prepared claim's generic plan instead of planning it at every execution (which
+-- also probed the index for the range of run_at over every entry of the jobs claimed since the
+-- last vacuum).
 WITH RECURSIVE clock AS MATERIALIZED (
-    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now, %(limit)s::integer AS n
 ),
 -- DISTINCT: a queue named twice would be scanned twice and fill LIMIT with duplicates.
 -- A paused queue is not claimed from; a limited one is claimed from under its row lock, by
@@ -127,7 +133,7 @@ requested AS MATERIALIZED (
     SELECT DISTINCT u.name, coalesce(c.paused, false) AS paused,
            (c.rate IS NOT NULL OR c.concurrency IS NOT NULL
             OR EXISTS (SELECT 1 FROM chronoq_key_limits AS k WHERE k.queue = u.name)) AS limited
-    FROM unnest(%(queues)s::text[]) AS u(name)
+    FROM unnest((SELECT %(queues)s::text[])) AS u(name)
     LEFT JOIN chronoq_queues AS c ON c.name = u.name
 ),
 -- Why the due rows are found priority by priority: chronoq_jobs_claim_idx is ordered by
@@ -158,7 +164,7 @@ ranked AS MATERIALIZED (
     ORDER BY queue, priority DESC
 ),
 open_queues AS MATERIALIZED (
-    SELECT q.name, (SELECT count(*) FROM ranked AS r WHERE r.queue = q.name) > 10 AS scan_whole
+    SELECT q.name, (SELECT count(*) FROM ranked AS r WHERE r.queue = q.name) > 10 AS many
     FROM requested AS q
     WHERE NOT q.paused AND NOT q.limited
 ),
@@ -181,29 +187,29 @@ due AS (
                AND priority = r.priority
                AND run_at <= clock.now
              ORDER BY run_at, id
-             LIMIT %(limit)s
+             LIMIT (SELECT n FROM clock)
              FOR UPDATE SKIP LOCKED
          ) AS one
-         WHERE r.queue = q.name AND NOT q.scan_whole
-         LIMIT %(limit)s)
+         WHERE r.queue = q.name AND NOT q.many
+         LIMIT (SELECT n FROM clock))
         UNION ALL
         -- A queue with many priorities: its whole range in claim order.
         SELECT * FROM (
             SELECT id, priority, run_at, misfire, misfire_grace
             FROM chronoq_jobs
-            WHERE q.scan_whole
+            WHERE q.many
               AND status = 'pending'
               AND queue = q.name
               AND run_at <= clock.now
             ORDER BY priority DESC, run_at, id
-            LIMIT %(limit)s
+            LIMIT (SELECT n FROM clock)
             FOR UPDATE SKIP LOCKED
         ) AS whole
     ) AS c
     -- Merges at most limit x queues rows: a worker serving several queues never sorts a
     -- whole backlog.
     ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %(limit)s
+    LIMIT (SELECT n FROM clock)
 ),
 claimed AS (
 UPDATE chronoq_jobs AS j
