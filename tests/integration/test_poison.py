@@ -30,7 +30,6 @@ import asyncio
 import os
 import signal
 import threading
-import time
 
 import chronoq
 
@@ -65,8 +64,7 @@ async def hang_async() -> None:
 
 @app.task(queue="poison", max_attempts=3, backoff=QUICK, lease=1.5)
 async def block_loop() -> None:
-    while True:
-        time.sleep(1)  # a blocking call in async code: the whole event loop stops
+    threading.Event().wait()  # a blocking call in async code: the whole event loop stops
 
 
 @app.task(queue="work", max_attempts=10, backoff=QUICK)
