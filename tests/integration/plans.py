@@ -1,0 +1,49 @@
+"""EXPLAIN ANALYZE of one of chronoq's statements, rolled back: in a plan for the arguments given,
+or in the generic plan that a prepared statement comes to keep after its custom tries."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from chronoq.storage.postgres.session import Q
+
+
+def explain(
+    conn: psycopg.Connection[Any], name: str, args: dict[str, Any], *, generic: bool
+) -> dict[str, Any]:
+    """The top plan node of statement `name` run with `args`; the transaction is rolled back."""
+    try:
+        if not generic:
+            query = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q[name]
+            row = conn.execute(query, args).fetchone()
+        else:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(Q[name], args, prepare=True)
+            prepared = conn.execute(
+                "SELECT name FROM pg_prepared_statements WHERE NOT from_sql"
+                " ORDER BY prepare_time DESC LIMIT 1"
+            ).fetchone()
+            assert prepared is not None
+            # The prepared statement's parameters are numbered by each name's first appearance.
+            order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", Q[name])))
+            values = sql.SQL(", ").join(sql.Literal(args[key]) for key in order)
+            execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {}({})").format(
+                sql.Identifier(prepared[0]), values
+            )
+            row = conn.execute(execute).fetchone()
+    finally:
+        conn.rollback()
+    assert row is not None
+    return dict(row[0][0]["Plan"])
+
+
+def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node and every node under it."""
+    found = [node]
+    for child in node.get("Plans", []):
+        found += nodes(child)
+    return found
