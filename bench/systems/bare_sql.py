@@ -1,11 +1,12 @@
 """The limit of chronoq's design: its exact claim and batch-finish statements in a plain loop.
 
-No framework, no event loop, no threads: one connection per process claims `batch` jobs, "runs"
-them, and finishes them in one statement, again and again, sending what chronoq's store sends
-(the claim's results in binary, a batch of successes as `job_complete_many` with its two id
-arrays as text). Enqueue is a raw COPY of the rows chronoq's bulk path writes, and one by one a
-prepared single-row INSERT of the row `App.enqueue` writes on one autocommit connection. Whatever
-chronoq loses against this is framework overhead.
+No framework, no event loop, no threads: one connection per process, set up with the session
+settings chronoq's store makes, claims `batch` jobs, "runs" them, and finishes them in one
+statement, again and again, sending what chronoq's store sends (the claim's results in binary, a
+batch of successes as `job_complete_many` with its two id arrays as text). Enqueue is a raw COPY
+of the rows chronoq's bulk path writes, and one by one a prepared single-row INSERT of the row
+`App.enqueue` writes on one autocommit connection. Whatever chronoq loses against this is
+framework overhead.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class BareSQL(ChronoqPostgres):
 
         signal.signal(signal.SIGTERM, on_term)
         with psycopg.connect(target.pg_dsn, autocommit=True, row_factory=dict_row) as conn:
+            conn.execute(Q["session_setup"])
             ready()
             claim_args = _claim_args(config.batch)
             while not stop:
