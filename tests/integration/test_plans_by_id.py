@@ -85,22 +85,20 @@ def _analyzed_without(dsn: str, analyzed_status: str, status: str) -> None:
         )
 
 
+# Each statement, the status its rows are in when it runs, and the status of all of them when
+# the table was analyzed.
+CASES = [(name, "running", "pending") for name in sorted(RUNNING_STATEMENTS)] + [
+    (name, "pending", "done") for name in sorted(PENDING_STATEMENTS)
+]
+
+
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
-@pytest.mark.parametrize("name", sorted(RUNNING_STATEMENTS))
-def test_a_statement_on_running_jobs_reads_only_the_jobs_it_names(
-    pg_dsn: str, name: str, generic: bool
+@pytest.mark.parametrize(("name", "status", "analyzed_status"), CASES)
+def test_a_statement_reads_only_the_jobs_it_names(
+    pg_dsn: str, name: str, status: str, analyzed_status: str, generic: bool
 ) -> None:
-    _analyzed_without(pg_dsn, "pending", "running")
-    read = _rows_read(pg_dsn, name, RUNNING_STATEMENTS[name], generic=generic)
+    _analyzed_without(pg_dsn, analyzed_status, status)
+    args = (RUNNING_STATEMENTS | PENDING_STATEMENTS)[name]
+    read = _rows_read(pg_dsn, name, args, generic=generic)
     named = 1 if name == "job_complete_in" else NAMED
     assert read <= named, (name, read)
-
-
-@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
-@pytest.mark.parametrize("name", sorted(PENDING_STATEMENTS))
-def test_a_statement_on_pending_jobs_reads_only_the_jobs_it_names(
-    pg_dsn: str, name: str, generic: bool
-) -> None:
-    _analyzed_without(pg_dsn, "done", "pending")
-    read = _rows_read(pg_dsn, name, PENDING_STATEMENTS[name], generic=generic)
-    assert read <= NAMED, (name, read)
