@@ -4,6 +4,7 @@ or in the generic plan that a prepared statement comes to keep after its custom 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -47,3 +48,12 @@ def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     for child in node.get("Plans", []):
         found += nodes(child)
     return found
+
+
+def rows_read(plan: dict[str, Any], counted: Callable[[dict[str, Any]], bool]) -> int:
+    """Rows that the counted nodes of the plan returned, over all their loops."""
+    return sum(
+        int(node["Actual Rows"]) * int(node["Actual Loops"])
+        for node in nodes(plan)
+        if counted(node)
+    )
