@@ -71,6 +71,18 @@ def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:
     assert bucket.next_token_at(NOW) == NOW + timedelta(seconds=0.1)
 
 
+def test_a_token_that_floating_point_leaves_a_hair_short_counts_as_whole() -> None:
+    # 0.7 left over from earlier spends, then 3.3 ms at 1,000/s: four tokens by the clock,
+    # 3.9999999999999982 in floating point.
+    bucket = Bucket(rate=1000.0, burst=50.0, tokens=0.6999999999999984, refilled_at=NOW)
+    later = NOW + timedelta(microseconds=3300)
+    assert bucket.available(later) < 4.0
+    assert bucket.whole_tokens(later) == 4
+    candidates = [Candidate(i, None) for i in range(10)]
+    limits = queue(rate=1000.0, burst=50.0, tokens=0.6999999999999984, refilled_at=NOW)
+    assert plan_limited_claim(later, 10, limits, 0, candidates, [], {}).claim == [0, 1, 2, 3]
+
+
 def test_a_rate_limited_queue_claims_what_its_tokens_allow_and_says_when_to_look_again() -> None:
     candidates = [Candidate(i, None) for i in range(10)]
     limits = queue(rate=10.0, burst=3.0, tokens=0.0, refilled_at=NOW - timedelta(seconds=0.25))

@@ -52,6 +52,10 @@ MAX_RATE = 1_000_000.0
 # Slower rates would put a key's deferred jobs, spaced at its rate, beyond any date.
 MIN_RATE = 1 / 86400
 MAX_CONCURRENCY = 2**31 - 1
+# A bucket refills by elapsed seconds times its rate in floating point, so a token due by the
+# clock can arrive as 5.999999999999996: counted whole within this much, it is not left behind
+# for a claim that would otherwise wait a whole token's time for it.
+TOKEN_ROUNDING = 1e-9
 
 
 def parse_rate(text: str) -> float:
@@ -116,9 +120,12 @@ class Bucket:
     def spend(self, now: datetime, count: int) -> Bucket:
         return replace(self, tokens=self.available(now) - count, refilled_at=now)
 
+    def whole_tokens(self, now: datetime) -> int:
+        return math.floor(self.available(now) + TOKEN_ROUNDING)
+
     def next_token_at(self, now: datetime) -> datetime:
         """When the bucket will next hold a whole token."""
-        missing = max(0.0, 1.0 - self.available(now))
+        missing = max(0.0, 1.0 - TOKEN_ROUNDING - self.available(now))
         return now + timedelta(seconds=missing / self.rate)
 
 
@@ -223,7 +230,7 @@ def _allowance(now: datetime, limit: int, queue: QueueLimits, running: int) -> t
     if queue.concurrency is not None and queue.concurrency - running < allowance:
         allowance, reason = max(0, queue.concurrency - running), "concurrency"
     bucket = queue.bucket
-    tokens = math.floor(bucket.available(now)) if bucket is not None else allowance
+    tokens = bucket.whole_tokens(now) if bucket is not None else allowance
     if tokens < allowance:
         allowance, reason = max(0, tokens), "rate"
     return allowance, reason
@@ -275,7 +282,7 @@ class _KeyLedger:
         if self._limit(key) is None:
             return True
         assert key is not None
-        return self._available[key] - self._spent.get(key, 0) >= 1
+        return self._available[key] - self._spent.get(key, 0) >= 1 - TOKEN_ROUNDING
 
     def spend(self, key: str | None) -> None:
         if key is not None and key in self._rates:
