@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -58,6 +59,8 @@ STREAM_ENQUEUE_RATE = 5_000.0
 STREAM_REACHED = 0.9
 # Figure 9's calls of each system come in this many blocks, the systems taking turns.
 SINGLY_BLOCKS = 10
+
+T = TypeVar("T")
 
 # The poison figure runs the real `chronoq worker` command on an app written into the work dir:
 # ordinary work on one queue, handlers that take their worker process down on another.
@@ -105,6 +108,28 @@ def hang() -> None:
 
 class BenchError(Exception):
     """A measurement could not be taken; the message says which and why."""
+
+
+class LeadOutrun(BenchError):
+    """An enqueue took longer than the lead its jobs were scheduled with: they fell due
+    before they were all stored, so the run measures the enqueue, not the system."""
+
+
+# A run whose enqueue outran its lead is taken again on a fresh database with the lead
+# doubled, up to this many tries: a slow machine lengthens the wait before the first job falls
+# due, never what is measured after it.
+LEAD_TRIES = 3
+
+
+def with_lead(settings: Settings, what: str, lead: float, run: Callable[[float], T]) -> T:
+    """`run(lead)`; on a `LeadOutrun`, again with twice the lead, up to LEAD_TRIES tries."""
+    for _ in range(LEAD_TRIES - 1):
+        try:
+            return run(lead)
+        except LeadOutrun as exc:
+            settings.log(f"{what}: {exc}; run again with a lead of {2 * lead:g} s")
+            lead *= 2
+    return run(lead)
 
 
 @dataclass(frozen=True)
@@ -497,7 +522,7 @@ def figure_bulk(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]
 def figure_pickup(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
     """One job at a time on an idle system: enqueue call to handler start."""
 
-    def measure(system: System, group: WorkerGroup) -> list[float]:
+    def measure(system: System, group: WorkerGroup, lead: float) -> list[float]:
         time.sleep(1.0)  # let the workers reach their idle wait
         samples = []
         for _ in range(settings.pickup_samples):
@@ -513,11 +538,11 @@ def figure_lateness(settings: Settings, names: Sequence[str]) -> list[dict[str, 
     """`lateness_jobs` jobs scheduled evenly across one second: due time to handler start."""
     count = settings.lateness_jobs
 
-    def measure(system: System, group: WorkerGroup) -> list[float]:
-        first_due = time.time() + LATENESS_LEAD
+    def measure(system: System, group: WorkerGroup, lead: float) -> list[float]:
+        first_due = time.time() + lead
         system.enqueue_due([first_due + i / count for i in range(count)])
         if time.time() > first_due:
-            raise BenchError(f"enqueue of {count} jobs took longer than {LATENESS_LEAD} s")
+            raise LeadOutrun(f"enqueue of {count} jobs took longer than {lead:g} s")
         return group.take(count, timeout=drain_timeout(count))
 
     return _latency_figure(settings, names, "lateness", count, measure)
@@ -528,25 +553,38 @@ def _latency_figure(
     names: Sequence[str],
     figure: str,
     samples: int,
-    measure: Callable[[System, WorkerGroup], list[float]],
+    measure: Callable[[System, WorkerGroup, float], list[float]],
 ) -> list[dict[str, Any]]:
-    """Each system's latency workers, started and going, `measure`d on a fresh database."""
+    """Each system's latency workers, started and going, `measure`d on a fresh database (with
+    a lead of LATENESS_LEAD, where the figure schedules its jobs ahead)."""
     rows = []
     for name in names:
         config = load(name).latency_config()
-        per_run = []
-        for _ in range(settings.repeats):
-            target = fresh_environment(settings)
-            system = open_system(name, target)
-            try:
-                with workers(settings, name, target, config, "record") as group:
-                    group.go()
-                    per_run.append(latency_stats(measure(system, group)))
-            finally:
-                system.close()
+        run = partial(_latency_run, settings, name, config, measure)
+        per_run = [
+            latency_stats(with_lead(settings, f"{figure} {name}", LATENESS_LEAD, run))
+            for _ in range(settings.repeats)
+        ]
         rows.append(_latency_row(name, samples, per_run))
         settings.log(f"{figure} {name}: p99 {rows[-1]['p99_ms']['median']:.1f} ms")
     return rows
+
+
+def _latency_run(
+    settings: Settings,
+    name: str,
+    config: WorkerConfig,
+    measure: Callable[[System, WorkerGroup, float], list[float]],
+    lead: float,
+) -> list[float]:
+    target = fresh_environment(settings)
+    system = open_system(name, target)
+    try:
+        with workers(settings, name, target, config, "record") as group:
+            group.go()
+            return measure(system, group, lead)
+    finally:
+        system.close()
 
 
 def _latency_row(name: str, samples: int, per_run: list[dict[str, float]]) -> dict[str, Any]:
@@ -658,8 +696,12 @@ def figure_herd(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]
             rows.append({"system": name, "skipped": cls.herd_skip})
             settings.log(f"herd {name}: not measured, {cls.herd_skip}")
             continue
-        runs = [herd_once(settings, name, cls.herd_layout, limit) for _ in range(settings.repeats)]
-        rows.append(_herd_row(name, cls.herd_layout, settings, runs))
+        layout = cls.herd_layout
+        run = partial(herd_once, settings, name, layout, limit)
+        runs = [
+            with_lead(settings, f"herd {name}", HERD_LEAD, run) for _ in range(settings.repeats)
+        ]
+        rows.append(_herd_row(name, layout, settings, runs))
         row = rows[-1]
         settings.log(
             f"herd {name}: span {row['span_s']['median']:.2f} s "
@@ -673,9 +715,12 @@ def figure_herd(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]
 class HerdResult:
     run: herd.HerdRun
     burst: float  # the bucket size the store held: the one the workers enforced
+    lead_s: float
 
 
-def herd_once(settings: Settings, name: str, config: WorkerConfig, limit: RateLimit) -> HerdResult:
+def herd_once(
+    settings: Settings, name: str, config: WorkerConfig, limit: RateLimit, lead: float
+) -> HerdResult:
     target = fresh_environment(settings)
     system = open_system(name, target)
     jobs = settings.herd_jobs
@@ -683,12 +728,12 @@ def herd_once(settings: Settings, name: str, config: WorkerConfig, limit: RateLi
         settle(target)  # no checkpoint left over from the previous run
         with workers(settings, name, target, config, "herd", limit) as group:
             # They store the limit at once (a full bucket), find nothing due and wait; the
-            # herd falls due at least HERD_LEAD later.
+            # herd falls due at least `lead` later.
             group.go()
-            due_us = system.enqueue_herd(jobs, HERD_LEAD)
+            due_us = system.enqueue_herd(jobs, lead)
             settle(target)  # fresh statistics for the claims; no autovacuum of the new rows
             if time.time() * 1e6 > due_us:
-                raise BenchError(f"{name}: enqueue of the herd took longer than {HERD_LEAD} s")
+                raise LeadOutrun(f"{name}: enqueue of the herd took longer than {lead:g} s")
             timeout = drain_timeout(jobs) + jobs / settings.herd_rate
             _wait_herd_drained(system, group, jobs, timeout)
         starts = system.herd_starts()
@@ -697,7 +742,7 @@ def herd_once(settings: Settings, name: str, config: WorkerConfig, limit: RateLi
         system.close()
     if len(starts) != jobs:
         raise BenchError(f"{name}: {len(starts)} of {jobs} herd jobs have a start time")
-    return HerdResult(herd.measure_herd(starts), burst)
+    return HerdResult(herd.measure_herd(starts), burst, lead)
 
 
 def _wait_herd_drained(system: System, group: WorkerGroup, jobs: int, timeout: float) -> None:
@@ -728,7 +773,7 @@ def _herd_row(
         "jobs": jobs,
         "rate": rate,
         "burst": burst,
-        "lead_s": HERD_LEAD,
+        "lead_s": min(r.lead_s for r in results),
         "ideal_span_s": round(ideal, 6),
         "window_bound_1s": bound_1s,
         "window_bound_100ms": herd.window_bound(rate, burst, 0.1),
@@ -755,9 +800,11 @@ def figure_poison(settings: Settings) -> list[dict[str, Any]]:
     baselines: list[PoisonResult] = []
     poisoned: list[PoisonResult] = []
     for _ in range(settings.repeats):
-        baselines.append(poison_once(settings, None))
+        lead = poison_lead(settings.poison_work_jobs)
+        baselines.append(with_lead(settings, "poison", lead, partial(poison_once, settings, None)))
         # The poison jobs fall due across the time the same work took without them.
-        poisoned.append(poison_once(settings, baselines[-1].seconds))
+        window = baselines[-1].seconds
+        poisoned.append(with_lead(settings, "poison", lead, partial(poison_once, settings, window)))
     row = _poison_row(settings, baselines, poisoned)
     settings.log(
         f"poison chronoq: {row['baseline_jobs_per_s']['median']:,.0f} jobs/s without poison, "
@@ -856,7 +903,7 @@ class PoisonSupervisor:
             ) from None
 
 
-def poison_once(settings: Settings, window_s: float | None) -> PoisonResult:
+def poison_once(settings: Settings, window_s: float | None, lead: float) -> PoisonResult:
     """The work jobs, and with a `window_s` the poison jobs, on a fresh database: all due at one
     instant after the workers serve (the poison jobs across `window_s` seconds from it)."""
     target = fresh_environment(settings)
@@ -878,7 +925,6 @@ def poison_once(settings: Settings, window_s: float | None) -> PoisonResult:
         supervisor.start()
         supervisor.wait_serving()
         watch = psycopg.connect(target.pg_dsn, autocommit=True)
-        lead = poison_lead(jobs)
         row = watch.execute(Q["chronoq_herd_due_at"], {"lead": lead}).fetchone()
         due = row[0] if row else None
         if not isinstance(due, datetime):
@@ -896,7 +942,7 @@ def poison_once(settings: Settings, window_s: float | None) -> PoisonResult:
         app.enqueue_many(itertools.chain(work, poisons))
         settle(target)
         if datetime.now(UTC) > due:
-            raise BenchError(f"poison: enqueue of {jobs:,} jobs took longer than {lead:g} s")
+            raise LeadOutrun(f"poison: enqueue of {jobs:,} jobs took longer than {lead:g} s")
         _wait_poison_drained(watch, supervisor, jobs + len(plan), timeout=drain_timeout(jobs))
         work_row = watch.execute(Q["poison_work"], {"queue": WORK_QUEUE}).fetchone()
         work_errors: dict[str, int] = {
@@ -1216,7 +1262,11 @@ def figure_steady(
     for name in names:
         rate = stream_rate(drain_rows, name, settings.steady_rate, settings.steady_max_rate)
         config = layouts.get(name) or load(name).latency_config()
-        runs = [stream_once(settings, name, config, rate.rate) for _ in range(settings.repeats)]
+        run = partial(stream_once, settings, name, config, rate.rate)
+        runs = [
+            with_lead(settings, f"steady {name}", LATENESS_LEAD, run)
+            for _ in range(settings.repeats)
+        ]
         rows.append(_stream_row(name, config, rate, settings.steady_s, runs))
         row = rows[-1]
         settings.log(
@@ -1227,17 +1277,19 @@ def figure_steady(
     return rows
 
 
-def stream_once(settings: Settings, name: str, config: WorkerConfig, rate: float) -> StreamRun:
+def stream_once(
+    settings: Settings, name: str, config: WorkerConfig, rate: float, lead: float
+) -> StreamRun:
     jobs = max(1, round(rate * settings.steady_s))
     target = fresh_environment(settings)
     system = open_system(name, target)
     try:
         with workers(settings, name, target, config, "stream") as group:
             group.go()
-            first_due = time.time() + LATENESS_LEAD + jobs / STREAM_ENQUEUE_RATE
+            first_due = time.time() + lead + jobs / STREAM_ENQUEUE_RATE
             system.enqueue_due([first_due + i / rate for i in range(jobs)])
             if time.time() > first_due:
-                raise BenchError(f"{name}: enqueue of the {jobs:,}-job stream outran its lead")
+                raise LeadOutrun(f"{name}: enqueue of the {jobs:,}-job stream outran its lead")
             lateness = group.take(jobs, timeout=drain_timeout(jobs) + settings.steady_s)
             started = middle_rate(group.arrivals, first_due, settings.steady_s)
     finally:
