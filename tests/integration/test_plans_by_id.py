@@ -33,6 +33,15 @@ RUNNING_STATEMENTS: dict[str, dict[str, Any]] = {
     "job_release_many": _fenced_args(),
     "job_hand_off_many": _fenced_args() | {"delay": 1.0},
     "job_complete_in": {"id": 1, "token": 1, "output": None},
+    "job_finish_many": _fenced_args()
+    | {
+        "outcomes": ["done"] * NAMED,
+        "delays": [0.0] * NAMED,
+        "errors": [None] * NAMED,
+        "keeps": [False] * NAMED,
+        "outputs": [None] * NAMED,
+    },
+    "job_heartbeat_many": _fenced_args() | {"progress": [None] * NAMED, "notes": [None] * NAMED},
 }
 
 PENDING_STATEMENTS: dict[str, dict[str, Any]] = {

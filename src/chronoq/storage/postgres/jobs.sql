@@ -500,8 +500,9 @@ SET status = CASE WHEN o.outcome = 'retry' THEN 'pending' ELSE o.outcome END,
     progress_note = CASE WHEN o.outcome = 'retry' THEN NULL ELSE j.progress_note END
 FROM outcome AS o, clock
 WHERE j.id = o.id AND j.lease_token = o.token
-  AND (j.status = 'running'
-       OR (j.status = 'cancelled' AND j.worker_id IS NOT NULL AND o.outcome = 'cancelled'))
+  AND (j.status = (SELECT 'running')
+       OR (j.status = (SELECT 'cancelled') AND j.worker_id IS NOT NULL
+           AND o.outcome = 'cancelled'))
 RETURNING j.id
 
 -- name: job_complete_many
@@ -546,7 +547,8 @@ FROM unnest(
     %(ids)s::bigint[], %(tokens)s::bigint[], %(progress)s::float8[], %(notes)s::text[]
 ) AS r(id, token, progress, note)
 WHERE j.id = r.id AND j.lease_token = r.token
-  AND (j.status = 'running' OR (j.status = 'cancelled' AND j.worker_id IS NOT NULL))
+  AND (j.status = (SELECT 'running')
+       OR (j.status = (SELECT 'cancelled') AND j.worker_id IS NOT NULL))
 RETURNING j.id, j.status
 
 -- name: job_cancelled_among
