@@ -176,7 +176,9 @@ def _serve_chronoq(dsn: str, batch: int, event_loop: str) -> None:
     async def noop() -> None:
         pass
 
-    options = WorkerOptions(concurrency=100, batch_size=batch, burst=True, event_loop=event_loop)
+    options = WorkerOptions(
+        concurrency=100, batch_size=batch, burst=True, event_loop=event_loop, freeze_gc=True
+    )
     Worker(app, options).run(install_signal_handlers=False)
     app.close()
 

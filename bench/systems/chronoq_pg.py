@@ -165,7 +165,10 @@ class ChronoqPostgres(System):
         cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
     ) -> None:
         app = build_app(cls.dsn_of(target), recorder)
-        options = WorkerOptions(concurrency=config.concurrency, batch_size=config.batch)
+        # The collector frozen at start, as `chronoq worker` runs its processes.
+        options = WorkerOptions(
+            concurrency=config.concurrency, batch_size=config.batch, freeze_gc=True
+        )
         worker = Worker(app, options)
         ready()
         worker.run()
@@ -176,7 +179,10 @@ class ChronoqPostgres(System):
     ) -> None:
         app = build_herd_app(cls.dsn_of(target), limit)
         options = WorkerOptions(
-            queues=[HERD_QUEUE], concurrency=config.concurrency, batch_size=config.batch
+            queues=[HERD_QUEUE],
+            concurrency=config.concurrency,
+            batch_size=config.batch,
+            freeze_gc=True,
         )
         worker = Worker(app, options)
         ready()

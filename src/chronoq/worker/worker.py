@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -114,6 +115,14 @@ class WorkerOptions:
     # The loop `run` starts: "auto" (uvloop when installed), "uvloop" or "asyncio" (see
     # chronoq.worker.loops). `run_async` runs on whatever loop its caller runs.
     event_loop: str = "auto"
+    # Once started, collect garbage once and move every object then alive (modules, the app,
+    # the worker itself) out of the collector's reach (`gc.freeze`). A busy worker promotes
+    # the objects of its jobs in flight to the oldest generation, so the collector walks the
+    # whole heap every few seconds, stopping every job of the process: 12-21 ms every 2 s at
+    # 9,000 jobs/s a process, the late tail of a steady stream. Frozen, such a collection walks
+    # only what was made since. It changes the collector for the whole process: the command
+    # sets it; a program that runs a Worker itself decides for itself.
+    freeze_gc: bool = False
 
     def validated(self) -> WorkerOptions:
         if self.concurrency < 1:
@@ -141,6 +150,13 @@ class WorkerOptions:
     @property
     def claim_batch(self) -> int:
         return min(self.batch_size or self.concurrency, self.concurrency)
+
+
+def freeze_startup_objects() -> None:
+    """`WorkerOptions.freeze_gc`: garbage made while starting is collected first, so that it
+    is not frozen with the objects that live as long as the process."""
+    gc.collect()
+    gc.freeze()
 
 
 def default_worker_id() -> str:
@@ -264,6 +280,8 @@ class Worker:
             watchdog.start()
         for helper in helpers:
             helper.add_done_callback(self._on_helper_done)
+        if self.options.freeze_gc:
+            freeze_startup_objects()
         try:
             await self._claim_loop()
         finally:
