@@ -3,6 +3,7 @@ other failure of a measurement ends the run at once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,25 +34,25 @@ def test_an_outrun_lead_is_doubled_until_the_run_fits() -> None:
     ]
 
 
-def test_the_last_outrun_ends_the_run() -> None:
-    leads: list[float] = []
+def failing(error: BenchError, leads: list[float]) -> Callable[[float], float]:
+    """A run that notes each lead it is given and fails with `error` every time."""
 
     def run(lead: float) -> float:
         leads.append(lead)
-        raise LeadOutrun("too slow")
+        raise error
 
+    return run
+
+
+def test_the_last_outrun_ends_the_run() -> None:
+    leads: list[float] = []
     with pytest.raises(LeadOutrun, match="too slow"):
-        with_lead(settings([]), "herd chronoq", 2.0, run)
+        with_lead(settings([]), "herd chronoq", 2.0, failing(LeadOutrun("too slow"), leads))
     assert len(leads) == LEAD_TRIES
 
 
 def test_other_failures_are_not_run_again() -> None:
     leads: list[float] = []
-
-    def run(lead: float) -> float:
-        leads.append(lead)
-        raise BenchError("workers not serving")
-
     with pytest.raises(BenchError, match="not serving"):
-        with_lead(settings([]), "poison", 7.0, run)
+        with_lead(settings([]), "poison", 7.0, failing(BenchError("workers not serving"), leads))
     assert leads == [7.0]
