@@ -799,8 +799,8 @@ def figure_poison(settings: Settings) -> list[dict[str, Any]]:
     from the database and the supervisor's log."""
     baselines: list[PoisonResult] = []
     poisoned: list[PoisonResult] = []
+    lead = poison_lead(settings.poison_work_jobs)
     for _ in range(settings.repeats):
-        lead = poison_lead(settings.poison_work_jobs)
         baselines.append(with_lead(settings, "poison", lead, partial(poison_once, settings, None)))
         # The poison jobs fall due across the time the same work took without them.
         window = baselines[-1].seconds
