@@ -69,7 +69,7 @@ from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.observability.tracing import EnqueueTracer
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
-from chronoq.storage.base import JobInsertParams, JobInsertResult, QueueLimitParams
+from chronoq.storage.base import JobInsertParams, QueueLimitParams
 from chronoq.waiting import FinishWatcher, wait_for, wait_for_async
 
 if TYPE_CHECKING:
@@ -456,7 +456,7 @@ class App:
             jobs = list(params)
             return self._traced(jobs, lambda: self.store.job_insert_stream(count, iter(jobs)))
         if not self.observers.wants(JobsEnqueued):
-            return _enqueued(self.store.job_insert_stream(count, params))
+            return self.store.job_insert_stream(count, params)
         sent: list[JobInsertParams] = []
         results = self.store.job_insert_stream(count, _kept(params, sent))
         return self._count_enqueued(sent, results)
@@ -475,7 +475,7 @@ class App:
         return self._insert_traced(params, lambda: self.store.job_insert_many(params))
 
     def _insert_traced(
-        self, params: list[JobInsertParams], insert: Callable[[], list[JobInsertResult]]
+        self, params: list[JobInsertParams], insert: Callable[[], list[Enqueued]]
     ) -> list[Enqueued]:
         """Run `insert` of `params`, inside a producer span when the app is traced."""
         if self.tracing is not None:
@@ -483,7 +483,7 @@ class App:
         return self._count_enqueued(params, insert())
 
     def _traced(
-        self, params: list[JobInsertParams], insert: Callable[[], list[JobInsertResult]]
+        self, params: list[JobInsertParams], insert: Callable[[], list[Enqueued]]
     ) -> list[Enqueued]:
         assert self.tracing is not None
         with self.tracing.sending(params) as sent:
@@ -492,7 +492,7 @@ class App:
         return self._count_enqueued(params, results)
 
     async def _insert_async(self, conn: Any, params: list[JobInsertParams]) -> list[Enqueued]:
-        insert: Callable[..., Awaitable[list[JobInsertResult]]] | None = getattr(
+        insert: Callable[..., Awaitable[list[Enqueued]]] | None = getattr(
             self.store, "job_insert_many_async", None
         )
         if insert is None:
@@ -505,7 +505,7 @@ class App:
         return self._count_enqueued(params, results)
 
     def _count_enqueued(
-        self, params: Sequence[JobInsertParams], results: list[JobInsertResult]
+        self, params: Sequence[JobInsertParams], results: list[Enqueued]
     ) -> list[Enqueued]:
         """Count the jobs created (not those whose key a live job held). In a caller's
         transaction they are counted when the insert returns, whether it commits or not."""
@@ -517,7 +517,7 @@ class App:
             )
             for (queue, task), count in created.items():
                 self.observers.emit(JobsEnqueued(queue, task, count))
-        return _enqueued(results)
+        return results
 
     # -- schedules and limits -------------------------------------------------------------
 
@@ -788,10 +788,6 @@ def _refuse_renamed(options: dict[str, Any]) -> None:
             )
         if old in options:
             raise ConfigError(f"the option `{old}` is now called `{new}`")
-
-
-def _enqueued(results: Iterable[JobInsertResult]) -> list[Enqueued]:
-    return [Enqueued(result.id, result.created) for result in results]
 
 
 def _kept(

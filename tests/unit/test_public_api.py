@@ -56,9 +56,10 @@ def test_job_timeout_is_exported() -> None:
     assert issubclass(chronoq.JobTimeout, chronoq.ChronoqError)
 
 
-def test_enqueued_is_a_public_frozen_type_of_its_own() -> None:
+def test_enqueued_is_a_public_frozen_type_that_stores_answer_with() -> None:
     assert not chronoq.Enqueued.__module__.startswith("chronoq.storage")
-    assert not issubclass(chronoq.Enqueued, base.JobInsertResult)
+    # A store's answer for each job is handed to the caller as it is: no second object a job.
+    assert base.JobInsertResult is chronoq.Enqueued
     result = chronoq.Enqueued(id=7, created=False)
     assert (result.id, result.created) == (7, False)
     with pytest.raises(dataclasses.FrozenInstanceError):
