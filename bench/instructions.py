@@ -177,7 +177,7 @@ def _serve_chronoq(dsn: str, batch: int, event_loop: str) -> None:
         pass
 
     options = WorkerOptions(
-        concurrency=100, batch_size=batch, burst=True, event_loop=event_loop, freeze_gc=True
+        concurrency=100, batch_size=batch, burst=True, event_loop=event_loop, tune_gc=True
     )
     Worker(app, options).run(install_signal_handlers=False)
     app.close()

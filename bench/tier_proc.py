@@ -114,7 +114,7 @@ def _announce(event: PartitionLeaderChanged) -> None:
 
 def run_worker(spec: Spec, wait: bool = True) -> None:
     app = build_app(spec)
-    options = WorkerOptions(concurrency=spec.concurrency, batch_size=spec.batch, freeze_gc=True)
+    options = WorkerOptions(concurrency=spec.concurrency, batch_size=spec.batch, tune_gc=True)
     worker = Worker(app, options)  # the collector frozen at start, as `chronoq worker` runs it
     _say("ready")
     if wait:

@@ -167,7 +167,7 @@ class ChronoqPostgres(System):
         app = build_app(cls.dsn_of(target), recorder)
         # The collector frozen at start, as `chronoq worker` runs its processes.
         options = WorkerOptions(
-            concurrency=config.concurrency, batch_size=config.batch, freeze_gc=True
+            concurrency=config.concurrency, batch_size=config.batch, tune_gc=True
         )
         worker = Worker(app, options)
         ready()
@@ -182,7 +182,7 @@ class ChronoqPostgres(System):
             queues=[HERD_QUEUE],
             concurrency=config.concurrency,
             batch_size=config.batch,
-            freeze_gc=True,
+            tune_gc=True,
         )
         worker = Worker(app, options)
         ready()

@@ -83,7 +83,7 @@ def worker_options(args: argparse.Namespace) -> WorkerOptions:
         poll_interval=poll.total_seconds() if poll is not None else defaults.poll_interval,
         shutdown_grace=grace.total_seconds() if grace is not None else defaults.shutdown_grace,
         exit_when_blocked=True,
-        freeze_gc=True,
+        tune_gc=True,
         event_loop=args.event_loop,
     )
 
