@@ -115,7 +115,7 @@ def _announce(event: PartitionLeaderChanged) -> None:
 def run_worker(spec: Spec, wait: bool = True) -> None:
     app = build_app(spec)
     options = WorkerOptions(concurrency=spec.concurrency, batch_size=spec.batch, tune_gc=True)
-    worker = Worker(app, options)  # the collector frozen at start, as `chronoq worker` runs it
+    worker = Worker(app, options)  # the collector tuned at start, as `chronoq worker` runs it
     _say("ready")
     if wait:
         sys.stdin.readline()

@@ -165,7 +165,7 @@ class ChronoqPostgres(System):
         cls, target: Target, config: WorkerConfig, recorder: Recorder, ready: Callable[[], None]
     ) -> None:
         app = build_app(cls.dsn_of(target), recorder)
-        # The collector frozen at start, as `chronoq worker` runs its processes.
+        # The collector tuned at start, as `chronoq worker` runs its processes.
         options = WorkerOptions(
             concurrency=config.concurrency, batch_size=config.batch, tune_gc=True
         )
