@@ -8,7 +8,9 @@ to the worker is the source's business: `DbJobSource` claims due rows from the j
 source reading a queue that a scheduler tier fills is another implementation of the same port,
 and nothing else in the worker changes for it.
 
-Every method but `start` blocks on I/O: the worker calls them from its I/O threads.
+Every method but `start` blocks on I/O: the worker calls them from its I/O threads, and
+`take` also from the thread that calls `wake`, inside that call (a waiting worker's claim is
+sent by the thread that wakes it, see `chronoq.worker.wakeclaim`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Taken:
 
 class JobSource(Protocol):
     def start(self, wake: Callable[[], None]) -> None:
-        """Begin calling `wake` (from any thread) whenever jobs may have become available."""
+        """Begin calling `wake` (from any thread but the worker's loop) whenever jobs may have
+        become available. `wake` may call `take` before it returns."""
 
     def take(self, limit: int) -> Taken:
         """Up to `limit` jobs, now owned by the worker."""

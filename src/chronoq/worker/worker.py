@@ -2,8 +2,8 @@
 ended. It is a few small collaborators around one port:
 
 ```
-             wake-ups: a slot frees · the source's signal (NOTIFY, data_version, a stream)
-                 │
+             wake-ups: a slot frees · the source's signal (NOTIFY, data_version, a stream;
+                 │   a worker waiting for it has the signal's thread send its claim: WakeClaim)
   claim loop ────┴── JobSource.take(free slots, paced by ClaimPacer) ─────────► store / queue
       │              (DbJobSource: rescue expired leases, then claim with SKIP LOCKED)
       │ one asyncio task per job
@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +79,7 @@ from chronoq.worker.loops import check_event_loop, loop_factory
 from chronoq.worker.pacing import ClaimPacer, Pause
 from chronoq.worker.source import JobSource, Taken
 from chronoq.worker.stats import WorkerStats
+from chronoq.worker.wakeclaim import Claimed, WakeClaim
 from chronoq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -223,6 +224,8 @@ class Worker:
             opts.concurrency, opts.claim_batch, opts.poll_interval, burst=opts.burst
         )
         self.source: JobSource = source or self._default_source()
+        # Looked up at each claim: a caller may wrap the source once the worker is built.
+        self._wake_claim = WakeClaim(lambda limit: self.source.take(limit))
         # The claim loop is waiting for a slot: a handler returning should wake it.
         self._waiting_for_slot = False
         self._stop_requested = False
@@ -380,6 +383,9 @@ class Worker:
         return await self._rt.loop.run_in_executor(self._io_pool, fn, *args)
 
     def _wake_from_thread(self) -> None:
+        # On the source's thread: a waiting loop's claim is sent from here, before the loop
+        # is woken to take its answer (see WakeClaim).
+        self._wake_claim.make()
         runtime = self._runtime
         if runtime is not None and not runtime.loop.is_closed():
             with contextlib.suppress(RuntimeError):
@@ -397,10 +403,14 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         failures = 0
-        while not self._stop_requested:
+        # A claim the thread that woke the loop made during its last wait (see WakeClaim).
+        made: Future[Claimed] | None = None
+        while made is not None or not self._stop_requested:
             self._rt.wake.clear()
             try:
-                pause = await self._unless_stopped_now(self._claim_round())
+                round_ = self._claim_round() if made is None else self._settle(made)
+                made = None
+                pause = await self._unless_stopped_now(round_)
                 failures = 0
             except _StoppedNow:
                 return
@@ -416,8 +426,21 @@ class Worker:
             if pause.seconds is None:
                 return
             if pause.seconds > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._rt.wake.wait(), pause.seconds)
+                made = await self._wait(pause.seconds, claim=pause.idle)
+
+    async def _wait(self, seconds: float, *, claim: bool) -> Future[Claimed] | None:
+        """Wait for a wake-up, at most `seconds`. With `claim` (the last claim came back
+        short), the thread that wakes the loop claims at once for the slots free now; returns
+        that claim, if it made one."""
+        free = self._free_slots() if claim and not self._stop_requested else 0
+        if free > 0:
+            self._wake_claim.open(self.pacer.wanted(free), len(self.holdings))
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rt.wake.wait(), seconds)
+        finally:
+            made = self._wake_claim.close()
+        return made
 
     async def _unless_stopped_now(self, work: Coroutine[Any, Any, Pause]) -> Pause:
         """Await `work`, but give up on it when an immediate stop is requested: a store call
@@ -447,13 +470,23 @@ class Worker:
         held_when_sent = len(self.holdings)
         sent = time.monotonic()
         taken: Taken = await self._io(self.source.take, wanted)
-        self.pacer.claim_took(time.monotonic() - sent)
+        return await self._claimed(Claimed(taken, wanted, sent, time.monotonic(), held_when_sent))
+
+    async def _settle(self, made: Future[Claimed]) -> Pause:
+        """Take the claim the waking thread made as this loop's own (its failure included)."""
+        # Most often it is answered by now: its result is read without a turn of the loop.
+        claimed = made.result() if made.done() else await asyncio.wrap_future(made)
+        return await self._claimed(claimed)
+
+    async def _claimed(self, claimed: Claimed) -> Pause:
+        taken = claimed.taken
+        self.pacer.claim_took(claimed.answered - claimed.sent)
         await self._hold(taken.jobs)
-        if len(taken.jobs) == wanted:
+        if len(taken.jobs) == claimed.wanted:
             self._waiting_for_slot = self._free_slots() <= 0
             return self.pacer.after_full_claim(0 if self._waiting_for_slot else 1)
-        held = max(held_when_sent, len(self.holdings))
-        pause = self.pacer.after_partial_claim(taken, held, sent)
+        held = max(claimed.held_when_sent, len(self.holdings))
+        pause = self.pacer.after_partial_claim(taken, held, claimed.sent)
         if pause.idle:
             self.events.emit(WorkerIdle(self.worker_id))
         return pause

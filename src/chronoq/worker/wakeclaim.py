@@ -1,0 +1,93 @@
+"""The claim a waiting worker leaves to the thread that wakes it.
+
+A worker whose last claim came back short waits for its source's signal (a NOTIFY, SQLite's
+change counter, a stream's entries) or the end of its pause. When the signal comes, the thread
+that received it would wake the event loop, which would hand the claim to an I/O thread, which
+would send it: two hand-offs between threads before the claim leaves, each a wake-up of a
+sleeping thread, which on an idle machine is what a job's pickup mostly waits on. Instead, the
+loop opens a `WakeClaim` before it waits, saying how many jobs it has room for, and the waking
+thread sends that claim itself, at once, then wakes the loop; the loop takes the claim's answer
+as if it had made the claim.
+
+```
+  loop:    open(wanted) ── wait ─────────────────── close() ─► the claim made, if any
+  waker:                        make(): take(wanted) ┘ (at most once per wait)
+```
+
+Every step is under one lock, so a claim is made by the waker or by the loop, never by both:
+once `close` has run, `make` does nothing, and a claim `make` started is returned by `close`
+even while its round trip is still out (the loop then awaits it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from chronoq.worker.source import Taken
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One claim's answer and its circumstances: how many jobs it asked for, when it was sent
+    and answered (monotonic seconds), and how many jobs the worker held when it was sent."""
+
+    taken: Taken
+    wanted: int
+    sent: float
+    answered: float
+    held_when_sent: int
+
+
+class WakeClaim:
+    """A claim of up to `wanted` jobs that the thread waking a waiting worker makes through
+    `take` (the source's `take`), on the worker's behalf. Thread-safe."""
+
+    def __init__(self, take: Callable[[int], Taken]) -> None:
+        self._take = take
+        self._lock = threading.Lock()
+        self._wanted = 0
+        self._held = 0
+        self._made: Future[Claimed] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """The loop waits with room, and no claim was made for it yet."""
+        with self._lock:
+            return self._wanted > 0
+
+    def open(self, wanted: int, held: int) -> None:
+        """The loop is about to wait with room for `wanted` jobs, holding `held`."""
+        with self._lock:
+            self._wanted = wanted
+            self._held = held
+            self._made = None
+
+    def make(self) -> None:
+        """On the waking thread: claim now if the loop waits with room, once per wait. Blocks
+        this thread for the claim's round trip; a failure is the loop's to handle."""
+        with self._lock:
+            wanted, held = self._wanted, self._held
+            if wanted <= 0:
+                return
+            self._wanted = 0
+            made = self._made = Future()
+            made.set_running_or_notify_cancel()  # the loop can no longer cancel it
+        sent = time.monotonic()
+        try:
+            taken = self._take(wanted)
+        except Exception as exc:
+            made.set_exception(exc)
+            return
+        made.set_result(Claimed(taken, wanted, sent, time.monotonic(), held))
+
+    def close(self) -> Future[Claimed] | None:
+        """The loop woke (or its pause ended): no claim may start now. Returns the claim the
+        waker made during the wait, done or still out, if it made one."""
+        with self._lock:
+            self._wanted = 0
+            made, self._made = self._made, None
+        return made

@@ -1,0 +1,134 @@
+"""A waiting worker's claim is sent by the thread its source wakes it from (WakeClaim), on
+every store and dispatch, and a claim still out when the worker stops is given back."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import chronoq
+from chronoq.core.jobs import Job, JobStatus
+from chronoq.worker.source import JobSource, Taken
+from tests.helpers import RecordingSignals, wait_until
+from tests.services.tier import app_by_dispatch
+
+WAIT = 30.0
+WAKING_THREADS = {"chronoq-listen", "chronoq-stream"}  # DbJobSource's, StreamJobSource's
+
+
+@pytest.fixture(params=["sqlite", "postgres", "tiered"])
+def app(request: pytest.FixtureRequest) -> Any:
+    yield from app_by_dispatch(request)
+
+
+class ThreadRecording:
+    """The worker's source, noting the thread of each take that returned jobs; with `hold`,
+    a take on a waking thread waits for `release` after its claim (jobs in hand)."""
+
+    def __init__(self, inner: JobSource, *, hold: bool = False) -> None:
+        self.inner = inner
+        self.hold = hold
+        self.threads: list[str] = []
+        self.claim_out = threading.Event()
+        self.release = threading.Event()
+        self.given_back: list[int] = []
+        self.gave_back = threading.Event()
+
+    def start(self, wake: Callable[[], None]) -> None:
+        self.inner.start(wake)
+
+    def take(self, limit: int) -> Taken:
+        taken = self.inner.take(limit)
+        name = threading.current_thread().name
+        if taken.jobs:
+            self.threads.append(name)
+            if self.hold and name in WAKING_THREADS:
+                self.claim_out.set()
+                assert self.release.wait(WAIT), "the test never released the claim"
+        return taken
+
+    def give_back(self, jobs: Sequence[Job]) -> set[int]:
+        released = self.inner.give_back(jobs)
+        self.given_back.extend(released)
+        self.gave_back.set()
+        return released
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@contextmanager
+def waiting_worker(
+    app: chronoq.App, source: Callable[[JobSource], ThreadRecording]
+) -> Iterator[tuple[chronoq.Worker, ThreadRecording, RecordingSignals]]:
+    """A worker on a thread, its source wrapped, once it waits for a wake-up with room (its
+    poll far off, so only a wake-up brings it a job)."""
+    signals = RecordingSignals()
+    worker = chronoq.Worker(app, chronoq.WorkerOptions(poll_interval=60), [signals])
+    recording = worker.source = source(worker.source)
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run(install_signal_handlers=False)
+        except BaseException as exc:  # surfaced to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: worker._wake_claim.waiting, what="the worker waiting with room")
+        yield worker, recording, signals
+    finally:
+        worker.request_stop()
+        recording.release.set()
+        thread.join(timeout=WAIT)
+        assert not thread.is_alive(), "worker did not stop"
+        if errors:
+            raise errors[0]
+
+
+def test_the_thread_that_wakes_a_waiting_worker_sends_its_claim(app: chronoq.App) -> None:
+    ran = threading.Event()
+
+    @app.task()
+    def note() -> None:
+        ran.set()
+
+    with waiting_worker(app, ThreadRecording) as (_, recording, signals):
+        job = note.defer()
+        assert ran.wait(WAIT), "the job never ran"
+        signals.wait_for(lambda: len(signals.finishes) == 1)
+    assert recording.threads[0] in WAKING_THREADS
+    stored = app.get_job(job.id)
+    assert stored is not None
+    assert stored.status is JobStatus.DONE
+
+
+def test_a_claim_still_out_when_the_worker_stops_is_given_back(app: chronoq.App) -> None:
+    ran = threading.Event()
+
+    @app.task()
+    def note() -> None:
+        ran.set()
+
+    with waiting_worker(app, lambda inner: ThreadRecording(inner, hold=True)) as (
+        worker,
+        recording,
+        _,
+    ):
+        job = note.defer()
+        assert recording.claim_out.wait(WAIT), "no claim was sent from the waking thread"
+        worker.request_stop()
+        recording.release.set()
+        assert recording.gave_back.wait(WAIT), "the stopping worker kept the claimed job"
+    assert recording.given_back == [job.id]
+    assert not ran.is_set()
+    stored = app.get_job(job.id)
+    assert stored is not None
+    assert stored.status is JobStatus.PENDING
+    assert stored.attempts == 0
