@@ -12,6 +12,7 @@ from typing import TypeVar
 import chronoq
 from chronoq.core.jobs import Job, Outcome
 from chronoq.testing import WorkerSignals
+from chronoq.worker.source import JobSource
 
 T = TypeVar("T")
 
@@ -69,11 +70,17 @@ class RecordingSignals(WorkerSignals):
 
 @contextmanager
 def running_worker(
-    app: chronoq.App, options: chronoq.WorkerOptions | None = None
+    app: chronoq.App,
+    options: chronoq.WorkerOptions | None = None,
+    *,
+    wrap_source: Callable[[JobSource], JobSource] | None = None,
 ) -> Iterator[tuple[chronoq.Worker, RecordingSignals]]:
-    """A worker on a background thread, stopped (gracefully) when the block ends."""
+    """A worker on a background thread, stopped (gracefully) when the block ends; with
+    `wrap_source`, its job source is what that makes of the one it was built with."""
     signals = RecordingSignals()
     worker = chronoq.Worker(app, options, [signals])
+    if wrap_source is not None:
+        worker.source = wrap_source(worker.source)
     errors: list[BaseException] = []
 
     def target() -> None:

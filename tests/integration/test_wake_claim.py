@@ -13,7 +13,7 @@ import pytest
 import chronoq
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.worker.source import JobSource, Taken
-from tests.helpers import RecordingSignals, wait_until
+from tests.helpers import running_worker, wait_until
 from tests.services.tier import app_by_dispatch
 
 WAIT = 30.0
@@ -63,33 +63,23 @@ class ThreadRecording:
 
 @contextmanager
 def waiting_worker(
-    app: chronoq.App, source: Callable[[JobSource], ThreadRecording]
-) -> Iterator[tuple[chronoq.Worker, ThreadRecording, RecordingSignals]]:
-    """A worker on a thread, its source wrapped, once it waits for a wake-up with room (its
+    app: chronoq.App, *, hold: bool = False
+) -> Iterator[tuple[chronoq.Worker, ThreadRecording]]:
+    """A worker on a thread, its source recorded, once it waits for a wake-up with room (its
     poll far off, so only a wake-up brings it a job)."""
-    signals = RecordingSignals()
-    worker = chronoq.Worker(app, chronoq.WorkerOptions(poll_interval=60), [signals])
-    recording = worker.source = source(worker.source)
-    errors: list[BaseException] = []
+    recordings: list[ThreadRecording] = []
 
-    def target() -> None:
+    def wrap(inner: JobSource) -> JobSource:
+        recordings.append(ThreadRecording(inner, hold=hold))
+        return recordings[0]
+
+    options = chronoq.WorkerOptions(poll_interval=60)
+    with running_worker(app, options, wrap_source=wrap) as (worker, _):
         try:
-            worker.run(install_signal_handlers=False)
-        except BaseException as exc:  # surfaced to the test below
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="test-worker", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: worker._wake_claim.waiting, what="the worker waiting with room")
-        yield worker, recording, signals
-    finally:
-        worker.request_stop()
-        recording.release.set()
-        thread.join(timeout=WAIT)
-        assert not thread.is_alive(), "worker did not stop"
-        if errors:
-            raise errors[0]
+            wait_until(lambda: worker._wake_claim.waiting, what="the worker waiting with room")
+            yield worker, recordings[0]
+        finally:
+            recordings[0].release.set()  # a claim held back must not hold up the stop
 
 
 def test_the_thread_that_wakes_a_waiting_worker_sends_its_claim(app: chronoq.App) -> None:
@@ -99,10 +89,9 @@ def test_the_thread_that_wakes_a_waiting_worker_sends_its_claim(app: chronoq.App
     def note() -> None:
         ran.set()
 
-    with waiting_worker(app, ThreadRecording) as (_, recording, signals):
+    with waiting_worker(app) as (_, recording):
         job = note.defer()
         assert ran.wait(WAIT), "the job never ran"
-        signals.wait_for(lambda: len(signals.finishes) == 1)
     assert recording.threads[0] in WAKING_THREADS
     stored = app.get_job(job.id)
     assert stored is not None
@@ -116,11 +105,7 @@ def test_a_claim_still_out_when_the_worker_stops_is_given_back(app: chronoq.App)
     def note() -> None:
         ran.set()
 
-    with waiting_worker(app, lambda inner: ThreadRecording(inner, hold=True)) as (
-        worker,
-        recording,
-        _,
-    ):
+    with waiting_worker(app, hold=True) as (worker, recording):
         job = note.defer()
         assert recording.claim_out.wait(WAIT), "no claim was sent from the waking thread"
         worker.request_stop()
