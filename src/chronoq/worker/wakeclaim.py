@@ -42,6 +42,14 @@ class Claimed:
     held_when_sent: int
 
 
+def claim(take: Callable[[int], Taken], wanted: int, held: int) -> Claimed:
+    """Claim up to `wanted` jobs through `take` (blocking), timed, for a worker holding `held`:
+    the one way a claim is sent, by an I/O thread or by a waking thread."""
+    sent = time.monotonic()
+    taken = take(wanted)
+    return Claimed(taken, wanted, sent, time.monotonic(), held)
+
+
 class WakeClaim:
     """A claim of up to `wanted` jobs that the thread waking a waiting worker makes through
     `take` (the source's `take`), on the worker's behalf. Thread-safe."""
@@ -76,13 +84,10 @@ class WakeClaim:
             self._wanted = 0
             made = self._made = Future()
             made.set_running_or_notify_cancel()  # the loop can no longer cancel it
-        sent = time.monotonic()
         try:
-            taken = self._take(wanted)
+            made.set_result(claim(self._take, wanted, held))
         except Exception as exc:
             made.set_exception(exc)
-            return
-        made.set_result(Claimed(taken, wanted, sent, time.monotonic(), held))
 
     def close(self) -> Future[Claimed] | None:
         """The loop woke (or its pause ended): no claim may start now. Returns the claim the

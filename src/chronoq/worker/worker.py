@@ -77,9 +77,9 @@ from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
 from chronoq.worker.loops import check_event_loop, loop_factory
 from chronoq.worker.pacing import ClaimPacer, Pause
-from chronoq.worker.source import JobSource, Taken
+from chronoq.worker.source import JobSource
 from chronoq.worker.stats import WorkerStats
-from chronoq.worker.wakeclaim import Claimed, WakeClaim
+from chronoq.worker.wakeclaim import Claimed, WakeClaim, claim
 from chronoq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -467,10 +467,8 @@ class Worker:
         wanted = self.pacer.wanted(free)
         # A result stored while the claim is out (a retry due at once, say) is not in what
         # the claim saw: the jobs held when it was sent count as held when it comes back.
-        held_when_sent = len(self.holdings)
-        sent = time.monotonic()
-        taken: Taken = await self._io(self.source.take, wanted)
-        return await self._claimed(Claimed(taken, wanted, sent, time.monotonic(), held_when_sent))
+        claimed: Claimed = await self._io(claim, self.source.take, wanted, len(self.holdings))
+        return await self._claimed(claimed)
 
     async def _settle(self, made: Future[Claimed]) -> Pause:
         """Take the claim the waking thread made as this loop's own (its failure included)."""
