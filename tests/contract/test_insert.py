@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from chronoq.core.enqueue import MAX_ATTEMPTS_LIMIT
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobInsertResult
 from chronoq.storage.postgres import store as postgres_store
@@ -152,6 +153,51 @@ def test_bulk_insert_takes_whole_numbers_where_floats_are_expected(
     jobs = [params(lease_seconds=30 if i % 2 else 1.5, delay_seconds=i % 2) for i in range(count)]
     ids = insert(store, *jobs)
     assert [get(store, job_id).lease_seconds for job_id in ids[:2]] == [1.5, 30.0]
+
+
+@pytest.mark.parametrize("count", [3, COPY_THRESHOLD])
+def test_bulk_insert_stores_every_field_at_the_ends_of_its_range(store: Store, count: int) -> None:
+    # At COPY_THRESHOLD rows PostgreSQL writes them with a binary COPY, whose int4 encoder keeps
+    # the low 32 bits of a larger number without an error: the ranges enqueue checks must arrive
+    # whole, and a timestamp with its offset and microseconds.
+    run_at = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    ends = [
+        params(
+            "mail",
+            "send",
+            {"n": "é😀"},
+            run_at=run_at,
+            priority=priority,
+            max_attempts=max_attempts,
+            lease_seconds=12.5,
+            misfire="skip",
+            misfire_grace=0.25,
+            rate_key="tenant:é",
+            trace_context='{"traceparent": "00-ab-cd-01"}',
+        )
+        for priority, max_attempts in [(-(2**31), 1), (2**31 - 1, MAX_ATTEMPTS_LIMIT)]
+    ]
+    plain = [params() for _ in range(count - len(ends))]
+    ids = insert(store, *ends, *plain)
+    for job_id, (priority, max_attempts) in zip(
+        ids, [(-(2**31), 1), (2**31 - 1, MAX_ATTEMPTS_LIMIT)], strict=False
+    ):
+        stored = get(store, job_id)
+        assert (stored.queue, stored.task, stored.payload) == ("mail", "send", {"n": "é😀"})
+        assert (stored.priority, stored.max_attempts) == (priority, max_attempts)
+        assert stored.run_at == run_at
+        assert (stored.lease_seconds, stored.misfire_grace) == (12.5, 0.25)
+        assert (stored.rate_key, stored.trace_context) == (
+            "tenant:é",
+            {"traceparent": "00-ab-cd-01"},
+        )
+    rest = get(store, ids[-1])
+    assert (rest.priority, rest.max_attempts, rest.rate_key, rest.trace_context) == (
+        0,
+        None,
+        None,
+        None,
+    )
 
 
 def test_empty_insert_returns_nothing(store: Store) -> None:

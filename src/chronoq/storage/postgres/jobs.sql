@@ -91,10 +91,13 @@ ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO 
 RETURNING id
 
 -- name: job_copy_many
+-- Binary: each value goes in its column's own wire format, which the client writes without
+-- formatting text and the server reads without parsing it (timestamps above all). The columns'
+-- types are given to the COPY in this order (COPY_TYPES in store.py).
 COPY chronoq_jobs (
     id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire,
     misfire_grace, rate_key, trace_context)
-FROM STDIN
+FROM STDIN (FORMAT BINARY)
 
 -- name: job_insert_tick
 -- A schedule's tick: the unique (schedule, tick) index makes a second insert of the same tick,

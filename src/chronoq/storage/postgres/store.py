@@ -594,6 +594,19 @@ def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[
     return row["ids"], row["now"]
 
 
+# The wire types of job_copy_many's columns, in its order. A jsonb value in binary is a version
+# byte (1) and the JSON text: jobs carry their payload already encoded, so it is sent as text
+# behind that byte ("text" in binary is the UTF-8 bytes as they are) instead of being decoded for
+# psycopg's jsonb dumper to encode again. psycopg's binary int4 dumper keeps the low 32 bits of a
+# larger int without an error: priority and max_attempts reach here within their ranges, which
+# `prepare` checks (tests/contract/test_insert.py stores both ends of each range).
+COPY_TYPES = (
+    "int8", "text", "text", "text", "int4", "timestamptz",
+    "int4", "float8", "text", "float8", "text", "text",
+)  # fmt: skip
+JSONB_VERSION = "\x01"
+
+
 def _copy_rows(
     cur: psycopg.Cursor[dict[str, Any]],
     ids: list[int],
@@ -605,18 +618,20 @@ def _copy_rows(
     were written; more jobs than ids is an error (and aborts the COPY)."""
     written = 0
     with cur.copy(Q["job_copy_many"]) as copy:
+        copy.set_types(COPY_TYPES)
         for job in jobs:
             if written == len(ids):
                 raise ValueError(f"more jobs than the {len(ids)} announced")
             run_at = job.run_at or (
                 db_now + timedelta(seconds=job.delay_seconds) if job.delay_seconds else db_now
             )
+            trace = job.trace_context
             copy.write_row(
                 (
                     ids[written],
                     job.queue,
                     job.task,
-                    job.payload_json,
+                    JSONB_VERSION + job.payload_json,
                     job.priority,
                     run_at,
                     job.max_attempts,
@@ -624,7 +639,7 @@ def _copy_rows(
                     job.misfire,
                     job.misfire_grace,
                     job.rate_key,
-                    job.trace_context,
+                    None if trace is None else JSONB_VERSION + trace,
                 )
             )
             written += 1
