@@ -4,9 +4,9 @@ No framework, no event loop, no threads: one connection per process, set up with
 settings chronoq's store makes, claims `batch` jobs, "runs" them, and finishes them in one
 statement, again and again, sending what chronoq's store sends (the claim's results in binary, a
 batch of successes as `job_complete_many` with its two id arrays as text). Enqueue is a raw COPY
-of the rows chronoq's bulk path writes, and one by one a prepared single-row INSERT of the row
-`App.enqueue` writes on one autocommit connection. Whatever chronoq loses against this is
-framework overhead.
+of the rows chronoq's bulk path writes (in binary, as it writes them), and one by one a prepared
+single-row INSERT of the row `App.enqueue` writes on one autocommit connection. Whatever chronoq
+loses against this is framework overhead.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
 IDLE_PAUSE = 0.005
+# raw_copy's wire types: jsonb in binary is a version byte, then the JSON text.
+RAW_COPY_TYPES = ("text", "text", "text", "int4", "timestamptz", "int4", "float8")
 # The values `App.enqueue("noop")` writes for the bench's task (max_attempts 3, the default
 # lease of 60 s); run_at is the database's clock_timestamp(), as chronoq's insert takes it.
 SINGLE_ROW = {
@@ -78,8 +80,9 @@ class BareSQL(ChronoqPostgres):
             conn.cursor() as cur,
             cur.copy(BENCH_Q["raw_copy"]) as copy,
         ):
+            copy.set_types(RAW_COPY_TYPES)
             for _ in range(count):
-                copy.write_row(("default", "noop", "{}", 0, now, 3, 60.0))
+                copy.write_row(("default", "noop", "\x01{}", 0, now, 3, 60.0))
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         raise NotImplementedError("the bare loop has no wake-up path; it only drains")

@@ -125,9 +125,10 @@ SELECT count(*) AS n FROM (
 ) AS unfinished
 
 -- name: raw_copy
--- The raw limit of bulk enqueue: COPY of exactly the rows chronoq's bulk path writes.
+-- The raw limit of bulk enqueue: COPY of exactly the rows chronoq's bulk path writes, in
+-- binary as chronoq writes them (RAW_COPY_TYPES in bare_sql.py).
 COPY chronoq_jobs (queue, task, payload, priority, run_at, max_attempts, lease_seconds)
-FROM STDIN
+FROM STDIN (FORMAT BINARY)
 
 -- name: future_backlog
 -- Jobs that are not due for a day, written by the database itself: the backlog figure's ballast.
