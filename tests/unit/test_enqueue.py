@@ -215,3 +215,32 @@ def test_a_handler_parameter_named_at_is_payload() -> None:
     app = chronoq.App("sqlite:///never-opened.db")
     task = app.task(lambda at: None)
     assert task.payload_shape.required == {"at"}
+
+
+# -- JobSpec's own __init__ ------------------------------------------------------------------
+
+
+def test_job_spec_takes_its_fields_as_the_dataclass_would() -> None:
+    # JobSpec writes its __init__ by hand (see there): it must take exactly the fields, the
+    # first two by position, the rest by keyword only, each defaulting to its field's default.
+    params = list(inspect.signature(JobSpec.__init__).parameters.values())[1:]
+    specs = dataclasses.fields(JobSpec)
+    assert [p.name for p in params] == [f.name for f in specs]
+    assert [p.default for p in params[1:]] == [f.default for f in specs[1:]]
+    assert [p.kind for p in params] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2 + [
+        inspect.Parameter.KEYWORD_ONLY
+    ] * (len(specs) - 2)
+    values = {f.name: f"value of {f.name}" for f in specs}
+    spec = JobSpec(**values)
+    assert dataclasses.asdict(spec) == values
+    assert dataclasses.replace(spec, queue="other") == JobSpec(**(values | {"queue": "other"}))
+
+
+def test_job_spec_stays_frozen() -> None:
+    spec = JobSpec("send", {"to": "a@example.com"}, queue="emails")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.queue = "other"  # type: ignore[misc]
+    assert spec == JobSpec("send", {"to": "a@example.com"}, queue="emails")
+    assert repr(spec).startswith("JobSpec(task='send', payload={'to': 'a@example.com'}")
+    with pytest.raises(TypeError):
+        JobSpec("send", None, "emails")  # type: ignore[misc]

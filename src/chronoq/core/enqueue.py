@@ -17,8 +17,8 @@ nothing, so it is tested alone.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, overload
 
@@ -43,7 +43,7 @@ _POLICY_TEXT = {policy: policy.value for policy in MisfirePolicy}  # `.value` is
 RENAMED_OPTIONS = {"at": "run_at"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class JobSpec:
     """One job for `App.enqueue_many`: the task's name and payload, then its options by keyword.
     An option left as None takes the task's setting; `run_at` and `delay` left out mean now."""
@@ -61,6 +61,59 @@ class JobSpec:
     misfire_grace: timedelta | float | str | None = None
     rate_key: str | None = None
     unique_for: timedelta | float | str | None = None
+
+    def __init__(
+        self,
+        task: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | float | str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        misfire: str | None = None,
+        misfire_grace: timedelta | float | str | None = None,
+        rate_key: str | None = None,
+        unique_for: timedelta | float | str | None = None,
+    ) -> None:
+        # The generated __init__ of a frozen dataclass sets each field through
+        # object.__setattr__, by name: 1.35 µs a JobSpec, built serially before a bulk
+        # enqueue's first row leaves. Each slot's own descriptor sets it in 0.8 µs.
+        # tests/unit/test_enqueue.py holds this signature to the fields.
+        (
+            set_task,
+            set_payload,
+            set_run_at,
+            set_delay,
+            set_queue,
+            set_key,
+            set_priority,
+            set_max_attempts,
+            set_misfire,
+            set_misfire_grace,
+            set_rate_key,
+            set_unique_for,
+        ) = _JOB_SPEC_SETTERS
+        set_task(self, task)
+        set_payload(self, payload)
+        set_run_at(self, run_at)
+        set_delay(self, delay)
+        set_queue(self, queue)
+        set_key(self, key)
+        set_priority(self, priority)
+        set_max_attempts(self, max_attempts)
+        set_misfire(self, misfire)
+        set_misfire_grace(self, misfire_grace)
+        set_rate_key(self, rate_key)
+        set_unique_for(self, unique_for)
+
+
+# What JobSpec.__init__ sets its slots with, in field order.
+_JOB_SPEC_SETTERS: tuple[Callable[[JobSpec, Any], None], ...] = tuple(
+    JobSpec.__dict__[field.name].__set__ for field in fields(JobSpec)
+)
 
 
 @dataclass(frozen=True, slots=True)
