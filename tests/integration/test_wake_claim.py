@@ -37,9 +37,14 @@ class ThreadRecording:
         self.release = threading.Event()
         self.given_back: list[int] = []
         self.gave_back = threading.Event()
+        self.wakes = 0  # wake-ups the source gave the worker
 
     def start(self, wake: Callable[[], None]) -> None:
-        self.inner.start(wake)
+        def counted() -> None:
+            self.wakes += 1
+            wake()
+
+        self.inner.start(counted)
 
     def take(self, limit: int) -> Taken:
         taken = self.inner.take(limit)
@@ -117,3 +122,37 @@ def test_a_claim_still_out_when_the_worker_stops_is_given_back(app: chronoq.App)
     assert stored is not None
     assert stored.status is JobStatus.PENDING
     assert stored.attempts == 0
+
+
+def test_a_wake_up_after_the_waking_threads_claim_left_is_not_lost(app: chronoq.App) -> None:
+    # The loop is held while the waking thread claims the first job and a second job's
+    # wake-up arrives: both signals then reach the loop at once, and the second job must run
+    # now, not when the worker's 60 s poll ends.
+    ran: list[int] = []
+    both = threading.Event()
+
+    @app.task()
+    def note(n: int) -> None:
+        ran.append(n)
+        if len(ran) == 2:
+            both.set()
+
+    with waiting_worker(app) as (worker, recording):
+        held, release = threading.Event(), threading.Event()
+
+        def hold_the_loop() -> None:
+            held.set()
+            release.wait(WAIT)
+
+        worker._rt.loop.call_soon_threadsafe(hold_the_loop)
+        try:
+            assert held.wait(WAIT), "the worker's loop never ran the hold"
+            note.defer(1)
+            wait_until(lambda: recording.threads, what="the waking thread's claim")
+            wakes = recording.wakes
+            note.defer(2)
+            wait_until(lambda: recording.wakes > wakes, what="the second job's wake-up")
+        finally:
+            release.set()
+        assert both.wait(WAIT), f"only {ran} ran: the second wake-up was lost"
+    assert recording.threads[0] in WAKING_THREADS

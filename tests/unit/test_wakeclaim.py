@@ -38,12 +38,12 @@ def test_one_claim_a_wait_for_the_room_the_loop_gave() -> None:
     claim.open(7, held=2)
     assert claim.waiting
     claim.make()
-    claim.make()
     assert not claim.waiting
     assert source.limits == [7]
     made = claim.close()
     assert made is not None
-    claimed = made.result()
+    assert not made.woken_after
+    claimed = made.claimed.result()
     assert (claimed.wanted, claimed.held_when_sent) == (7, 2)
     assert claimed.taken == Taken([], due_in=1.0)
     assert claimed.sent <= claimed.answered
@@ -66,4 +66,31 @@ def test_a_failed_claim_reaches_the_loop() -> None:
     made = claim.close()
     assert made is not None
     with pytest.raises(StoreUnavailable, match="database gone"):
-        made.result()
+        made.claimed.result()
+
+
+def test_a_wake_up_after_the_claim_left_is_reported_with_it() -> None:
+    # The second wake-up's signal reaches the loop together with the claim's own: without
+    # this the loop would clear both and wait out its pause beside the jobs it announced.
+    source = Source()
+    claim = WakeClaim(source.take)
+    claim.open(7, held=0)
+    claim.make()
+    claim.make()
+    assert source.limits == [7]
+    made = claim.close()
+    assert made is not None and made.woken_after
+    claim.open(7, held=0)
+    claim.make()
+    made = claim.close()
+    assert made is not None and not made.woken_after, "a new wait starts unwoken"
+
+
+def test_a_wake_up_while_the_loop_is_not_waiting_is_not_reported() -> None:
+    source = Source()
+    claim = WakeClaim(source.take)
+    claim.make()  # the loop is busy: its own wake-up event carries this one
+    claim.open(7, held=0)
+    claim.make()
+    made = claim.close()
+    assert made is not None and not made.woken_after

@@ -17,6 +17,11 @@ as if it had made the claim.
 Every step is under one lock, so a claim is made by the waker or by the loop, never by both:
 once `close` has run, `make` does nothing, and a claim `make` started is returned by `close`
 even while its round trip is still out (the loop then awaits it).
+
+A wake-up that comes after the claim left (a second NOTIFY, more stream entries) may announce
+jobs the claim did not see. Its signal reaches the loop with the claim's own, before the loop
+has taken the claim, so the loop cannot tell the two apart by its wake-up event alone: `close`
+says so (`woken_after`), and the loop looks again instead of waiting.
 """
 
 from __future__ import annotations
@@ -50,6 +55,15 @@ def claim(take: Callable[[int], Taken], wanted: int, held: int) -> Claimed:
     return Claimed(taken, wanted, sent, time.monotonic(), held)
 
 
+@dataclass(frozen=True, slots=True)
+class MadeClaim:
+    """The claim a waking thread made (done or still out), and whether another wake-up came
+    after it was sent."""
+
+    claimed: Future[Claimed]
+    woken_after: bool
+
+
 class WakeClaim:
     """A claim of up to `wanted` jobs that the thread waking a waiting worker makes through
     `take` (the source's `take`), on the worker's behalf. Thread-safe."""
@@ -60,6 +74,7 @@ class WakeClaim:
         self._wanted = 0
         self._held = 0
         self._made: Future[Claimed] | None = None
+        self._woken_after = False
 
     @property
     def waiting(self) -> bool:
@@ -73,6 +88,7 @@ class WakeClaim:
             self._wanted = wanted
             self._held = held
             self._made = None
+            self._woken_after = False
 
     def make(self) -> None:
         """On the waking thread: claim now if the loop waits with room, once per wait. Blocks
@@ -80,6 +96,8 @@ class WakeClaim:
         with self._lock:
             wanted, held = self._wanted, self._held
             if wanted <= 0:
+                # Not waiting, or the claim already left: news after it, for the loop.
+                self._woken_after = self._made is not None
                 return
             self._wanted = 0
             made = self._made = Future()
@@ -89,10 +107,11 @@ class WakeClaim:
         except Exception as exc:
             made.set_exception(exc)
 
-    def close(self) -> Future[Claimed] | None:
+    def close(self) -> MadeClaim | None:
         """The loop woke (or its pause ended): no claim may start now. Returns the claim the
         waker made during the wait, done or still out, if it made one."""
         with self._lock:
             self._wanted = 0
             made, self._made = self._made, None
-        return made
+            woken_after, self._woken_after = self._woken_after, False
+        return None if made is None else MadeClaim(made, woken_after)

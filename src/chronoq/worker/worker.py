@@ -79,7 +79,7 @@ from chronoq.worker.loops import check_event_loop, loop_factory
 from chronoq.worker.pacing import ClaimPacer, Pause
 from chronoq.worker.source import JobSource
 from chronoq.worker.stats import WorkerStats
-from chronoq.worker.wakeclaim import Claimed, WakeClaim, claim
+from chronoq.worker.wakeclaim import Claimed, MadeClaim, WakeClaim, claim
 from chronoq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -404,11 +404,15 @@ class Worker:
     async def _claim_loop(self) -> None:
         failures = 0
         # A claim the thread that woke the loop made during its last wait (see WakeClaim).
-        made: Future[Claimed] | None = None
+        made: MadeClaim | None = None
         while made is not None or not self._stop_requested:
             self._rt.wake.clear()
+            if made is not None and made.woken_after:
+                # Woken again after that claim left: the next pause is cut short, and the
+                # next round claims what the claim could not have seen.
+                self._rt.wake.set()
             try:
-                round_ = self._claim_round() if made is None else self._settle(made)
+                round_ = self._claim_round() if made is None else self._settle(made.claimed)
                 made = None
                 pause = await self._unless_stopped_now(round_)
                 failures = 0
@@ -428,7 +432,7 @@ class Worker:
             if pause.seconds > 0:
                 made = await self._wait(pause.seconds, claim=pause.idle)
 
-    async def _wait(self, seconds: float, *, claim: bool) -> Future[Claimed] | None:
+    async def _wait(self, seconds: float, *, claim: bool) -> MadeClaim | None:
         """Wait for a wake-up, at most `seconds`. With `claim` (the last claim came back
         short), the thread that wakes the loop claims at once for the slots free now; returns
         that claim, if it made one."""
