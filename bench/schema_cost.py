@@ -48,6 +48,7 @@ from bench.cpu import process_seconds
 from bench.harness import with_database
 from bench.machine import describe
 from bench.systems.sql import Q as BENCH_Q
+from bench.systems.sql import copy_noop_jobs
 from chronoq import App
 from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
@@ -140,10 +141,7 @@ def fresh_database(admin: str, database: str, variant: Variant, jobs: int) -> st
     with psycopg.connect(dsn, autocommit=True) as conn:
         for statement in variant.ddl:
             conn.execute(statement.encode())
-        now = datetime.now(UTC)
-        with conn.cursor() as cur, cur.copy(BENCH_Q["raw_copy"]) as copy:
-            for _ in range(jobs):
-                copy.write_row(("default", "noop", "{}", 0, now, 3, 60.0))
+        copy_noop_jobs(conn, jobs)
         conn.execute(BENCH_Q["vacuum_analyze"])
         conn.execute(BENCH_Q["checkpoint"])
     return dsn

@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import psycopg
@@ -24,13 +23,12 @@ from psycopg.types.json import Jsonb
 from bench.systems.base import Recorder, Target, WorkerConfig
 from bench.systems.chronoq_pg import BATCHES, PGQUEUER_BEST, PROCESSES, ChronoqPostgres
 from bench.systems.sql import Q as BENCH_Q
+from bench.systems.sql import copy_noop_jobs
 from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
 IDLE_PAUSE = 0.005
-# raw_copy's wire types: jsonb in binary is a version byte, then the JSON text.
-RAW_COPY_TYPES = ("text", "text", "text", "int4", "timestamptz", "int4", "float8")
 # The values `App.enqueue("noop")` writes for the bench's task (max_attempts 3, the default
 # lease of 60 s); run_at is the database's clock_timestamp(), as chronoq's insert takes it.
 SINGLE_ROW = {
@@ -74,15 +72,8 @@ class BareSQL(ChronoqPostgres):
         return [*(WorkerConfig(p, b, b) for p in PROCESSES for b in BATCHES), PGQUEUER_BEST]
 
     def enqueue_noop(self, count: int) -> None:
-        now = datetime.now(UTC)
-        with (
-            psycopg.connect(self.dsn) as conn,
-            conn.cursor() as cur,
-            cur.copy(BENCH_Q["raw_copy"]) as copy,
-        ):
-            copy.set_types(RAW_COPY_TYPES)
-            for _ in range(count):
-                copy.write_row(("default", "noop", "\x01{}", 0, now, 3, 60.0))
+        with psycopg.connect(self.dsn) as conn:
+            copy_noop_jobs(conn, count)
 
     def enqueue_due(self, due: Sequence[float]) -> None:
         raise NotImplementedError("the bare loop has no wake-up path; it only drains")
