@@ -161,6 +161,7 @@ def test_bulk_insert_stores_every_field_at_the_ends_of_its_range(store: Store, c
     # the low 32 bits of a larger number without an error: the ranges enqueue checks must arrive
     # whole, and a timestamp with its offset and microseconds.
     run_at = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    ranges = [(-(2**31), 1), (2**31 - 1, MAX_ATTEMPTS_LIMIT)]  # (priority, max_attempts)
     ends = [
         params(
             "mail",
@@ -175,13 +176,11 @@ def test_bulk_insert_stores_every_field_at_the_ends_of_its_range(store: Store, c
             rate_key="tenant:é",
             trace_context='{"traceparent": "00-ab-cd-01"}',
         )
-        for priority, max_attempts in [(-(2**31), 1), (2**31 - 1, MAX_ATTEMPTS_LIMIT)]
+        for priority, max_attempts in ranges
     ]
     plain = [params() for _ in range(count - len(ends))]
     ids = insert(store, *ends, *plain)
-    for job_id, (priority, max_attempts) in zip(
-        ids, [(-(2**31), 1), (2**31 - 1, MAX_ATTEMPTS_LIMIT)], strict=False
-    ):
+    for job_id, (priority, max_attempts) in zip(ids[: len(ends)], ranges, strict=True):
         stored = get(store, job_id)
         assert (stored.queue, stored.task, stored.payload) == ("mail", "send", {"n": "é😀"})
         assert (stored.priority, stored.max_attempts) == (priority, max_attempts)
