@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 import chronoq
-from chronoq.core.enqueue import EnqueueDefaults, JobSpec, PreparedJob, prepare
+from chronoq.core.enqueue import (
+    Enqueued,
+    EnqueueDefaults,
+    JobSpec,
+    PreparedJob,
+    all_created,
+    prepare,
+)
 from chronoq.core.misfire import RUN_LATE, Misfire, MisfirePolicy
 from chronoq.core.validate import PayloadShape
 from chronoq.errors import (
@@ -244,3 +251,25 @@ def test_job_spec_stays_frozen() -> None:
     assert repr(spec).startswith("JobSpec(task='send', payload={'to': 'a@example.com'}")
     with pytest.raises(TypeError):
         JobSpec("send", None, "emails")  # type: ignore[misc]
+
+
+# -- Enqueued, made one a job -----------------------------------------------------------------
+
+
+def test_enqueued_takes_its_fields_as_the_dataclass_would() -> None:
+    params = list(inspect.signature(Enqueued.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in dataclasses.fields(Enqueued)]
+    assert all(p.default is inspect.Parameter.empty for p in params)
+    result = Enqueued(7, created=False)
+    assert (result.id, result.created) == (7, False)
+    assert result == Enqueued(id=7, created=False) != Enqueued(7, created=True)
+    assert repr(result) == "Enqueued(id=7, created=False)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.id = 8  # type: ignore[misc]
+
+
+def test_all_created_is_one_created_result_an_id_in_order() -> None:
+    results = all_created(iter([5, 3, 9]))
+    assert results == [Enqueued(5, created=True), Enqueued(3, created=True), Enqueued(9, True)]
+    assert {Enqueued(5, created=True)} == set(results[:1])  # hashable as the dataclass makes it
+    assert all_created([]) == []

@@ -20,6 +20,7 @@ from psycopg.rows import dict_row, scalar_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from chronoq.core.enqueue import all_created
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -217,7 +218,7 @@ class PostgresStore(SqlStore):
             written = _copy_rows(cur, ids, db_now, params)
             if written != count:
                 raise ValueError(f"{written} jobs given where {count} were announced")
-        return [JobInsertResult(job_id, created=True) for job_id in ids]
+        return all_created(ids)
 
     async def job_insert_many_async(
         self, params: Sequence[JobInsertParams], conn: Any
@@ -233,7 +234,7 @@ class PostgresStore(SqlStore):
             await cur.execute(Q["job_reserve_ids"], {"count": len(params)})
             reserved = await cur.fetchone()
             assert reserved is not None
-            ids: list[int] = reserved["ids"]
+            ids: list[int] = sorted(reserved["ids"])
             args = _unnest_args(ids, _run_ats(reserved["now"], params), params)
             await cur.execute(Q["job_insert_many"], args)
             created = {row["id"] for row in await cur.fetchall()}
@@ -572,7 +573,7 @@ def _insert_bulk(
     run_ats = _run_ats(db_now, jobs)
     if len(jobs) >= COPY_THRESHOLD and all(job.key is None for job in jobs):
         _copy_rows(cur, ids, db_now, jobs)
-        return [JobInsertResult(job_id, created=True) for job_id in ids]
+        return all_created(ids)
     created = {
         row["id"] for row in cur.execute(Q["job_insert_many"], _unnest_args(ids, run_ats, jobs))
     }
@@ -589,9 +590,12 @@ def _run_ats(db_now: datetime, jobs: Sequence[JobInsertParams]) -> list[datetime
 
 
 def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[int], datetime]:
-    row = cur.execute(Q["job_reserve_ids"], {"count": count}).fetchone()
+    # In binary: 100,000 ids arrive as integers, not as text to parse.
+    row = cur.execute(Q["job_reserve_ids"], {"count": count}, binary=True).fetchone()
     assert row is not None
-    return row["ids"], row["now"]
+    ids: list[int] = row["ids"]
+    ids.sort()
+    return ids, row["now"]
 
 
 # The wire types of job_copy_many's columns, in its order. A jsonb value in binary is a version

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
+from chronoq.core.enqueue import all_created
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -209,7 +210,7 @@ class SqliteStore(SqlStore):
                 for i, job in enumerate(_exactly(count, params))
             )
             db.executemany(Q["job_insert_with_id"], rows)
-        return [JobInsertResult(first + i, created=True) for i in range(count)]
+        return all_created(range(first, first + count))
 
     # -- the worker's statements ----------------------------------------------------------
 
@@ -499,7 +500,7 @@ def _insert_keyless(
     first = int(db.execute(Q["job_next_id"]).fetchone()[0])
     rows = [_insert_args(job, now) | {"id": first + i} for i, job in enumerate(jobs)]
     db.executemany(Q["job_insert_with_id"], rows)
-    return [JobInsertResult(first + i, created=True) for i in range(len(jobs))]
+    return all_created(range(first, first + len(jobs)))
 
 
 def _exactly(count: int, items: Iterable[T]) -> Iterator[T]:
