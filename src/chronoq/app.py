@@ -47,6 +47,7 @@ from chronoq.core.enqueue import (
     EnqueueDefaults,
     JobSpec,
     TaskSettings,
+    collector_paused,
     did_you_mean,
     prepare,
 )
@@ -386,14 +387,15 @@ class App:
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
         """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set).
         One invalid job refuses the whole batch, and nothing is stored."""
-        specs = list(specs)
-        to_params = self._preparer()
-        if conn is None and len(specs) > 1 and all(spec.key is None for spec in specs):
-            # Jobs are validated as they are written: in a transaction of the store's own, so
-            # a bad one still rolls back everything. A caller's transaction is never put at
-            # risk that way; its jobs are all validated before the first is sent.
-            return self._insert_stream(len(specs), map(to_params, specs))
-        return self._insert_many([to_params(spec) for spec in specs], conn)
+        with collector_paused():
+            specs = list(specs)
+            to_params = self._preparer()
+            if conn is None and len(specs) > 1 and all(spec.key is None for spec in specs):
+                # Jobs are validated as they are written: in a transaction of the store's own,
+                # so a bad one still rolls back everything. A caller's transaction is never put
+                # at risk that way; its jobs are all validated before the first is sent.
+                return self._insert_stream(len(specs), map(to_params, specs))
+            return self._insert_many([to_params(spec) for spec in specs], conn)
 
     def prepare(self, spec: JobSpec) -> JobInsertParams:
         """Check a job against this app's tasks and defaults, fill in what it leaves out and
@@ -406,9 +408,10 @@ class App:
     ) -> list[Enqueued]:
         """Store jobs that `prepare` returned, as `enqueue_many` would (for a producer that
         checks each job first to say which one is at fault, as the HTTP API does)."""
-        if conn is None and len(jobs) > 1 and all(job.key is None for job in jobs):
-            return self._insert_stream(len(jobs), iter(jobs))
-        return self._insert_many(list(jobs), conn)
+        with collector_paused():
+            if conn is None and len(jobs) > 1 and all(job.key is None for job in jobs):
+                return self._insert_stream(len(jobs), iter(jobs))
+            return self._insert_many(list(jobs), conn)
 
     async def enqueue_async(
         self,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import inspect
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +19,7 @@ from chronoq.core.enqueue import (
     JobSpec,
     PreparedJob,
     all_created,
+    collector_paused,
     prepare,
 )
 from chronoq.core.misfire import RUN_LATE, Misfire, MisfirePolicy
@@ -273,3 +276,44 @@ def test_all_created_is_one_created_result_an_id_in_order() -> None:
     assert results == [Enqueued(5, created=True), Enqueued(3, created=True), Enqueued(9, True)]
     assert {Enqueued(5, created=True)} == set(results[:1])  # hashable as the dataclass makes it
     assert all_created([]) == []
+
+
+# -- the collector held off while jobs are converted and sent ----------------------------------
+
+
+def test_the_collector_is_off_inside_and_back_on_after_whatever_happens() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a refused job")
+    assert gc.isenabled()
+
+
+def test_a_collector_already_off_is_left_off() -> None:
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_bulk_enqueue_reads_its_specs_with_the_collector_off(tmp_path: Any) -> None:
+    app = chronoq.App(f"sqlite:///{tmp_path / 'jobs.db'}")
+    seen: list[bool] = []
+
+    def specs() -> Iterator[JobSpec]:
+        for number in range(3):
+            seen.append(gc.isenabled())
+            yield JobSpec("send", {"number": number}, queue="default")
+
+    try:
+        results = app.enqueue_many(specs())
+    finally:
+        app.close()
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+    assert [result.created for result in results] == [True, True, True]
