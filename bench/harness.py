@@ -468,55 +468,65 @@ def jobs_for(config: WorkerConfig, jobs: int) -> int:
 
 
 def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for name in names:
-        cls = load(name)
-        for config in cls.drain_configs(settings.smoke):
-            # A system with a cap of its own (a slow peer) drains exactly that many.
-            jobs = (
-                min(settings.drain_jobs, cls.max_drain_jobs)
-                if cls.max_drain_jobs
-                else jobs_for(config, settings.drain_jobs)
-            )
-            runs = [drain_once(settings, name, config, jobs) for _ in range(settings.repeats)]
-            row = {"system": name, "config": config.to_dict(), "label": config.label, "jobs": jobs}
-            rows.append(
-                row
-                | {
-                    "jobs_per_s": summary([r.rate for r in runs]),
-                    "client_cpu_us_per_job": summary([r.client_us for r in runs]),
-                    "server_cpu_us_per_job": summary([r.server_us for r in runs]),
-                }
+    """Every system in every layout, `repeats` times. Each repeat is one pass over all of
+    them, the systems of one layout (processes and batch) back to back, so that a slow spell
+    of a shared machine falls on every system alike instead of on the repeats of whichever
+    system ran then."""
+    plan = [(name, config) for name in names for config in load(name).drain_configs(settings.smoke)]
+    order = sorted(range(len(plan)), key=lambda i: (plan[i][1].processes, plan[i][1].batch, i))
+    runs: list[list[Drain]] = [[] for _ in plan]
+    for repeat in range(settings.repeats):
+        for i in order:
+            name, config = plan[i]
+            runs[i].append(
+                drain_once(settings, name, config, drain_jobs_of(settings, name, config))
             )
             settings.log(
-                f"drain {name} {config.label}: {rows[-1]['jobs_per_s']['median']:,.0f} jobs/s, "
-                f"CPU per job {rows[-1]['client_cpu_us_per_job']['median']:.0f} µs client + "
-                f"{rows[-1]['server_cpu_us_per_job']['median']:.0f} µs server"
+                f"drain {name} {config.label}, run {repeat + 1}: {runs[i][-1].rate:,.0f} jobs/s, "
+                f"CPU per job {runs[i][-1].client_us:.0f} µs client + "
+                f"{runs[i][-1].server_us:.0f} µs server"
             )
-    return rows
+    return [
+        {
+            "system": name,
+            "config": config.to_dict(),
+            "label": config.label,
+            "jobs": drain_jobs_of(settings, name, config),
+            "jobs_per_s": summary([r.rate for r in each]),
+            "client_cpu_us_per_job": summary([r.client_us for r in each]),
+            "server_cpu_us_per_job": summary([r.server_us for r in each]),
+        }
+        for (name, config), each in zip(plan, runs, strict=True)
+    ]
+
+
+def drain_jobs_of(settings: Settings, name: str, config: WorkerConfig) -> int:
+    """A system with a cap of its own (a slow peer) drains exactly that many."""
+    cap = load(name).max_drain_jobs
+    return min(settings.drain_jobs, cap) if cap else jobs_for(config, settings.drain_jobs)
 
 
 def figure_bulk(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for name in names:
-        seconds = []
-        for _ in range(settings.repeats):
+    """Each repeat enqueues once with every system in turn (see figure_drain)."""
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for repeat in range(settings.repeats):
+        for name in names:
             target = fresh_environment(settings)
             system = open_system(name, target)
             try:
                 settle(target)  # no checkpoint left over from the previous run
                 started = time.perf_counter()
                 system.enqueue_noop(settings.bulk_jobs)
-                seconds.append(time.perf_counter() - started)
+                seconds[name].append(time.perf_counter() - started)
             finally:
                 system.close()
-        rates = [settings.bulk_jobs / s for s in seconds]
-        rows.append(
-            {"system": name, "jobs": settings.bulk_jobs, "seconds": summary(seconds)}
-            | {"jobs_per_s": summary(rates)}
-        )
-        settings.log(f"bulk {name}: {statistics.median(rates):,.0f} jobs/s")
-    return rows
+            rate = settings.bulk_jobs / seconds[name][-1]
+            settings.log(f"bulk {name}, run {repeat + 1}: {rate:,.0f} jobs/s")
+    return [
+        {"system": name, "jobs": settings.bulk_jobs, "seconds": summary(taken)}
+        | {"jobs_per_s": summary([settings.bulk_jobs / s for s in taken])}
+        for name, taken in seconds.items()
+    ]
 
 
 def figure_pickup(settings: Settings, names: Sequence[str]) -> list[dict[str, Any]]:
