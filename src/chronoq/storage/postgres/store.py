@@ -590,8 +590,10 @@ def _run_ats(db_now: datetime, jobs: Sequence[JobInsertParams]) -> list[datetime
 
 
 def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[int], datetime]:
-    # In binary: 100,000 ids arrive as integers, not as text to parse.
-    row = cur.execute(Q["job_reserve_ids"], {"count": count}, binary=True).fetchone()
+    # In binary, 100,000 ids arrive as integers, not as text to parse; but a caller's connection
+    # may make client-side cursors (Django's does), which can only read text.
+    binary = not isinstance(cur, psycopg.ClientCursor)
+    row = cur.execute(Q["job_reserve_ids"], {"count": count}, binary=binary).fetchone()
     assert row is not None
     ids: list[int] = row["ids"]
     ids.sort()
