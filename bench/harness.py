@@ -472,31 +472,33 @@ def figure_drain(settings: Settings, names: Sequence[str]) -> list[dict[str, Any
     them, the systems of one layout (processes and batch) back to back, so that a slow spell
     of a shared machine falls on every system alike instead of on the repeats of whichever
     system ran then."""
-    plan = [(name, config) for name in names for config in load(name).drain_configs(settings.smoke)]
+    plan = [
+        (name, config, drain_jobs_of(settings, name, config))
+        for name in names
+        for config in load(name).drain_configs(settings.smoke)
+    ]
     order = sorted(range(len(plan)), key=lambda i: (plan[i][1].processes, plan[i][1].batch, i))
     runs: list[list[Drain]] = [[] for _ in plan]
     for repeat in range(settings.repeats):
         for i in order:
-            name, config = plan[i]
-            runs[i].append(
-                drain_once(settings, name, config, drain_jobs_of(settings, name, config))
-            )
+            name, config, jobs = plan[i]
+            run = drain_once(settings, name, config, jobs)
+            runs[i].append(run)
             settings.log(
-                f"drain {name} {config.label}, run {repeat + 1}: {runs[i][-1].rate:,.0f} jobs/s, "
-                f"CPU per job {runs[i][-1].client_us:.0f} µs client + "
-                f"{runs[i][-1].server_us:.0f} µs server"
+                f"drain {name} {config.label}, run {repeat + 1}: {run.rate:,.0f} jobs/s, "
+                f"CPU per job {run.client_us:.0f} µs client + {run.server_us:.0f} µs server"
             )
     return [
         {
             "system": name,
             "config": config.to_dict(),
             "label": config.label,
-            "jobs": drain_jobs_of(settings, name, config),
+            "jobs": jobs,
             "jobs_per_s": summary([r.rate for r in each]),
             "client_cpu_us_per_job": summary([r.client_us for r in each]),
             "server_cpu_us_per_job": summary([r.server_us for r in each]),
         }
-        for (name, config), each in zip(plan, runs, strict=True)
+        for (name, config, jobs), each in zip(plan, runs, strict=True)
     ]
 
 
