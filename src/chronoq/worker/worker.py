@@ -559,7 +559,7 @@ class Worker:
 
     def _start_buffered(self) -> None:
         if not self.holdings.buffer:
-            return  # the common case when a handler returns: nothing claimed ahead waits
+            return  # nothing claimed ahead waits
         concurrency = self.options.concurrency
         started: list[Job] = []
         # The loop's own create_task: asyncio.create_task adds two Python calls per job.
@@ -610,7 +610,8 @@ class Worker:
             self.events.emit(
                 HandlerReturned(attempt.job, elapsed, attempt.outcome, attempt.exception)
             )
-        self._start_buffered()
+        if self.holdings.buffer:  # most often empty: no call for nothing, once per job
+            self._start_buffered()
         if self._waiting_for_slot:
             self._rt.wake.set()
 
