@@ -74,12 +74,15 @@ class Holdings:
         self.owned[attempt.job.id] = attempt
         self.buffer.append(attempt)
 
-    def next_to_start(self, concurrency: int) -> Attempt | None:
-        """The next claimed job to start, if a slot is free; counts it as running."""
-        if not self.buffer or self.running >= concurrency:
-            return None
-        self.running += 1
-        return self.buffer.popleft()
+    def start_next(self, concurrency: int) -> list[Attempt]:
+        """The claimed jobs to start now, first claimed first, as many as slots are free;
+        counts them as running. One call for a batch, not one per job."""
+        count = min(len(self.buffer), concurrency - self.running)
+        if count <= 0:
+            return []
+        self.running += count
+        popleft = self.buffer.popleft
+        return [popleft() for _ in range(count)]
 
     def disown(self, job: Job) -> Attempt | None:
         """Forget the attempt `job` stands for. A stale attempt that ends after this worker

@@ -173,9 +173,7 @@ class Completer:
         )
         if refused:
             accepted |= await self._record_cancelled(refused)
-        now = time.monotonic()
-        ends = [self._end(result, result.params.id in accepted, now) for result in batch]
-        self.events.emit(AttemptsEnded(self.worker_id, ends))
+        self.events.emit(AttemptsEnded(self.worker_id, self._ends(batch, accepted)))
         self.on_reported()
 
     async def _send(self, batch: list[Result]) -> set[int]:
@@ -222,19 +220,26 @@ class Completer:
             result.params = cancelled_late(result.params, self.worker_id)
         return await self._send(late) if late else set()
 
-    def _end(self, result: Result, accepted: bool, now: float) -> AttemptEnd:
-        """How the attempt ended; its duration runs from its start to `now`, the batch's
-        report (one clock reading per batch, not one per job)."""
-        attempt = self.holdings.disown(result.job)
-        params = result.params
-        return AttemptEnd(
-            result.job,
-            params.outcome,
-            accepted,
-            now - attempt.started if attempt is not None else 0.0,
-            params.error,
-            params.retry_delay,
-        )
+    def _ends(self, batch: list[Result], accepted: set[int]) -> list[AttemptEnd]:
+        """How each attempt ended, in one loop, no call a job but the holdings' own; a
+        duration runs from the attempt's start to the batch's report (one clock reading)."""
+        now = time.monotonic()
+        disown = self.holdings.disown
+        ends = []
+        for result in batch:
+            attempt = disown(result.job)
+            params = result.params
+            duration = now - attempt.started if attempt is not None else 0.0
+            end = AttemptEnd(
+                result.job,
+                params.outcome,
+                params.id in accepted,
+                duration,
+                params.error,
+                params.retry_delay,
+            )
+            ends.append(end)
+        return ends
 
 
 def cancelled_late(params: JobFinishParams, worker_id: str) -> JobFinishParams:

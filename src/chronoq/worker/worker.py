@@ -558,19 +558,19 @@ class Worker:
     # -- running jobs ---------------------------------------------------------------------
 
     def _start_buffered(self) -> None:
-        if not self.holdings.buffer:
-            return  # nothing claimed ahead waits
-        concurrency = self.options.concurrency
-        started: list[Job] = []
+        if self._stop_requested or not self.holdings.buffer:
+            return
+        attempts = self.holdings.start_next(self.options.concurrency)
+        if not attempts:
+            return  # every slot is taken
         # The loop's own create_task: asyncio.create_task adds two Python calls per job.
         create_task = self._rt.loop.create_task
-        while not self._stop_requested and (attempt := self.holdings.next_to_start(concurrency)):
-            attempt.started = time.monotonic()
+        now = time.monotonic()
+        for attempt in attempts:
+            attempt.started = now
             attempt.task = create_task(self._execute(attempt), name=f"chronoq-job-{attempt.job.id}")
-            started.append(attempt.job)
-        if started:
-            # Emitted before the handlers run: the tasks start only when the loop next turns.
-            self.events.emit(JobsStarted(self.worker_id, started))
+        # Emitted before the handlers run: the tasks start only when the loop next turns.
+        self.events.emit(JobsStarted(self.worker_id, [attempt.job for attempt in attempts]))
 
     async def _execute(self, attempt: Attempt) -> None:
         job = attempt.job
