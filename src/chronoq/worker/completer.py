@@ -221,8 +221,9 @@ class Completer:
         return await self._send(late) if late else set()
 
     def _ends(self, batch: list[Result], accepted: set[int]) -> list[AttemptEnd]:
-        """How each attempt ended, in one loop, no call a job but the holdings' own; a
-        duration runs from the attempt's start to the batch's report (one clock reading)."""
+        """How each attempt ended, built in one loop with the holdings' `disown` bound once
+        (not a method call of this class a job); a duration runs from the attempt's start to
+        the batch's report (one clock reading)."""
         now = time.monotonic()
         disown = self.holdings.disown
         ends = []
