@@ -7,16 +7,46 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import chronoq
-from chronoq.core.jobs import Job, Outcome
+from chronoq.core.jobs import Job, JobStatus, Outcome
 from chronoq.testing import WorkerSignals
 from chronoq.worker.source import JobSource
 
 T = TypeVar("T")
 
 _PAUSE = threading.Event()  # never set: a pause that reads as what it is, a bounded poll
+
+
+# When a held job built by `held_job` was due and started.
+HELD_SINCE = datetime(2030, 1, 31, 9, 0, tzinfo=UTC)
+
+
+def held_job(job_id: int = 7, *, token: int = 1, attempts: int = 1) -> Job:
+    """A job row as a worker holds it while its attempt runs: claimed by worker "w", lease
+    token `token`, attempt `attempts` of 3, due and started at `HELD_SINCE`."""
+    return Job(
+        id=job_id,
+        queue="q",
+        task="t",
+        payload={},
+        status=JobStatus.RUNNING,
+        priority=0,
+        run_at=HELD_SINCE,
+        attempts=attempts,
+        max_attempts=3,
+        lease_seconds=60.0,
+        lease_token=token,
+        locked_until=None,
+        worker_id="w",
+        key=None,
+        errors=[],
+        created_at=HELD_SINCE,
+        started_at=HELD_SINCE,
+        finished_at=None,
+    )
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 20.0, what: str = "") -> T:

@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -20,7 +20,7 @@ from chronoq import App, Backoff, Job, JobStatus, Outcome, Worker, WorkerOptions
 from chronoq.storage.base import JobClaimParams, JobFinishParams
 from chronoq.worker.completer import STUCK_RETRY_FLOOR
 from chronoq.worker.ledger import CRASH_SPREAD, JobLedger, LedgerReader, Orphans, settle_orphans
-from tests.helpers import running_worker, wait_until
+from tests.helpers import held_job, running_worker, wait_until
 from tests.integration.cli_support import Spawner, enqueue, status
 
 POISON_APP = '''
@@ -357,7 +357,7 @@ def test_a_job_that_crashed_a_process_before_loses_its_place_by_a_random_spread(
 def test_the_ledger_tells_the_reader_what_a_process_runs() -> None:
     read_fd, write_fd = os.pipe()
     ledger = JobLedger(write_fd)
-    one, two, three = (_held(job_id, token=1) for job_id in (1, 2, 3))
+    one, two, three = (held_job(job_id, token=1) for job_id in (1, 2, 3))
     ledger.hello("w1")
     ledger.started([one, two])
     ledger.ended([two])
@@ -380,27 +380,3 @@ def test_the_ledger_tells_the_reader_what_a_process_runs() -> None:
     torn = LedgerReader()
     torn.feed(b'{"started":[[9,1]]}\n{"started":[[10,1')
     assert torn.running == {9: 1}
-
-
-def _held(job_id: int, token: int) -> Job:
-    now = datetime.now(UTC)
-    return Job(
-        id=job_id,
-        queue="q",
-        task="t",
-        payload={},
-        status=JobStatus.RUNNING,
-        priority=0,
-        run_at=now,
-        attempts=1,
-        max_attempts=3,
-        lease_seconds=30.0,
-        lease_token=token,
-        locked_until=now,
-        worker_id="w1",
-        key=None,
-        errors=[],
-        created_at=now,
-        started_at=now,
-        finished_at=None,
-    )

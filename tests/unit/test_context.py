@@ -8,44 +8,23 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 import chronoq
-from chronoq.core.jobs import Job, JobProgress, JobStatus, Outcome
+from chronoq.core.jobs import Job, JobProgress, Outcome
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import AttemptCancelled, Observers
 from chronoq.storage.base import JobHeartbeatResult, JobLeaseRef, JobStore
 from chronoq.worker.attempts import Attempt
 from chronoq.worker.executor import Executor
-
-DUE = datetime(2030, 1, 31, 9, 0, tzinfo=UTC)
+from tests.helpers import held_job
 
 
 def running_job() -> Job:
-    return Job(
-        id=7,
-        queue="q",
-        task="t",
-        payload={},
-        status=JobStatus.RUNNING,
-        priority=0,
-        run_at=DUE,
-        attempts=2,
-        max_attempts=3,
-        lease_seconds=60.0,
-        lease_token=4,
-        locked_until=None,
-        worker_id="w",
-        key=None,
-        errors=[],
-        created_at=DUE,
-        started_at=DUE,
-        finished_at=None,
-    )
+    return held_job(7, token=4, attempts=2)
 
 
 class HeartbeatAnswers:

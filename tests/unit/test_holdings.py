@@ -3,38 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import cast
 
-from chronoq.core.jobs import Job, JobStatus
 from chronoq.storage.base import JobStore
 from chronoq.worker.attempts import Attempt, Holdings
 from chronoq.worker.context import JobContext
+from tests.helpers import held_job
 
-DUE = datetime(2030, 1, 31, 9, 0, tzinfo=UTC)
 
-
-def claimed(job_id: int, token: int = 1) -> Attempt:
-    job = Job(
-        id=job_id,
-        queue="q",
-        task="t",
-        payload={},
-        status=JobStatus.RUNNING,
-        priority=0,
-        run_at=DUE,
-        attempts=1,
-        max_attempts=3,
-        lease_seconds=60.0,
-        lease_token=token,
-        locked_until=None,
-        worker_id="w",
-        key=None,
-        errors=[],
-        created_at=DUE,
-        started_at=DUE,
-        finished_at=None,
-    )
+def claimed(job_id: int) -> Attempt:
+    job = held_job(job_id)
     return Attempt(job, JobContext(job, "w", cast(JobStore, None)))
 
 
