@@ -558,11 +558,11 @@ class Worker:
     # -- running jobs ---------------------------------------------------------------------
 
     def _start_buffered(self) -> None:
-        if self._stop_requested or not self.holdings.buffer:
+        if self._stop_requested:
             return
         attempts = self.holdings.start_next(self.options.concurrency)
         if not attempts:
-            return  # every slot is taken
+            return  # nothing claimed ahead waits, or every slot is taken
         # The loop's own create_task: asyncio.create_task adds two Python calls per job.
         create_task = self._rt.loop.create_task
         now = time.monotonic()
