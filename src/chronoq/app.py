@@ -386,15 +386,17 @@ class App:
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]:
         """Enqueue many jobs in one transaction (COPY on PostgreSQL when no keys are set).
-        One invalid job refuses the whole batch, and nothing is stored."""
+        One invalid job refuses the whole batch, and nothing is stored. Without `conn`,
+        `specs` (any iterable, a generator too) is read as the jobs are sent, never held
+        whole."""
         with collector_paused():
-            specs = list(specs)
             to_params = self._preparer()
-            if conn is None and len(specs) > 1 and all(spec.key is None for spec in specs):
-                # Jobs are validated as they are written: in a transaction of the store's own,
-                # so a bad one still rolls back everything. A caller's transaction is never put
-                # at risk that way; its jobs are all validated before the first is sent.
-                return self._insert_stream(len(specs), map(to_params, specs))
+            if conn is None:
+                # Jobs are taken from `specs`, and validated, as they are written: in a
+                # transaction of the store's own, so a bad one still rolls back everything. A
+                # caller's transaction is never put at risk that way; its jobs are all
+                # validated before the first is sent.
+                return self._insert_stream(map(to_params, specs))
             return self._insert_many([to_params(spec) for spec in specs], conn)
 
     def prepare(self, spec: JobSpec) -> JobInsertParams:
@@ -409,8 +411,8 @@ class App:
         """Store jobs that `prepare` returned, as `enqueue_many` would (for a producer that
         checks each job first to say which one is at fault, as the HTTP API does)."""
         with collector_paused():
-            if conn is None and len(jobs) > 1 and all(job.key is None for job in jobs):
-                return self._insert_stream(len(jobs), iter(jobs))
+            if conn is None:
+                return self._insert_stream(iter(jobs))
             return self._insert_many(list(jobs), conn)
 
     async def enqueue_async(
@@ -452,16 +454,17 @@ class App:
         defaults = self._enqueue_defaults(fleet=self.fleet_tasks and not self.tasks)
         return lambda spec: prepare(spec, tasks, defaults, JobInsertParams)
 
-    def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
-        """Insert jobs given without a connection, as one stream (COPY on PostgreSQL)."""
+    def _insert_stream(self, params: Iterator[JobInsertParams]) -> list[Enqueued]:
+        """Insert jobs given without a connection, as one stream (COPY on PostgreSQL). A
+        framework's App overrides this, as `_insert_joined`, to join its transaction."""
         if self.tracing is not None:
             # Every job is stamped with the span's context before the first is sent.
             jobs = list(params)
-            return self._traced(jobs, lambda: self.store.job_insert_stream(count, iter(jobs)))
+            return self._traced(jobs, lambda: self.store.job_insert_stream(jobs))
         if not self.observers.wants(JobsEnqueued):
-            return self.store.job_insert_stream(count, params)
+            return self.store.job_insert_stream(params)
         sent: list[JobInsertParams] = []
-        results = self.store.job_insert_stream(count, _kept(params, sent))
+        results = self.store.job_insert_stream(_kept(params, sent))
         return self._count_enqueued(sent, results)
 
     def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import psycopg
 import pytest
 
 from chronoq.core.enqueue import MAX_ATTEMPTS_LIMIT
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobInsertResult
 from chronoq.storage.postgres import store as postgres_store
-from chronoq.storage.postgres.store import COPY_THRESHOLD, PostgresStore
+from chronoq.storage.postgres.store import PostgresStore
+from chronoq.storage.sqlstore import BULK_THRESHOLD
 
 from .support import (
+    DEADLINE,
     Store,
     claim,
     claim_one,
@@ -22,6 +26,7 @@ from .support import (
     get,
     insert,
     make_dead,
+    open_store,
     params,
     run_together,
 )
@@ -88,7 +93,7 @@ def test_absolute_run_at_wins_over_delay(store: Store) -> None:
     assert get(store, job_id).run_at == run_at
 
 
-@pytest.mark.parametrize("count", [2, COPY_THRESHOLD - 1, COPY_THRESHOLD, 3 * COPY_THRESHOLD])
+@pytest.mark.parametrize("count", [2, BULK_THRESHOLD - 1, BULK_THRESHOLD, 3 * BULK_THRESHOLD])
 def test_bulk_insert_returns_ids_in_input_order(store: Store, count: int) -> None:
     base = datetime(2030, 1, 1, tzinfo=UTC)
     jobs = [
@@ -127,26 +132,26 @@ def test_bulk_insert_returns_ids_in_input_order(store: Store, count: int) -> Non
 def test_bulk_insert_paths_on_postgres(
     pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At COPY_THRESHOLD keyless rows PostgreSQL switches to COPY; keys force unnest."""
+    """At BULK_THRESHOLD keyless rows PostgreSQL switches to COPY; keys force unnest."""
     store = pg_store
     copies: list[int] = []
     real_copy = postgres_store._copy_rows
 
-    def spy(cur, ids, run_ats, jobs):  # type: ignore[no-untyped-def]
+    def spy(cur, jobs):  # type: ignore[no-untyped-def]
         copies.append(len(jobs))
-        real_copy(cur, ids, run_ats, jobs)
+        return real_copy(cur, jobs)
 
     monkeypatch.setattr(postgres_store, "_copy_rows", spy)
-    insert(store, *[params() for _ in range(COPY_THRESHOLD - 1)])
+    insert(store, *[params() for _ in range(BULK_THRESHOLD - 1)])
     assert copies == []
-    insert(store, *[params() for _ in range(COPY_THRESHOLD)])
-    assert copies == [COPY_THRESHOLD]
-    insert(store, *[params(key=f"k{i}") for i in range(COPY_THRESHOLD * 2)])
-    assert copies == [COPY_THRESHOLD]
-    assert sum(stat.count for stat in store.stats()) == COPY_THRESHOLD * 4 - 1
+    insert(store, *[params() for _ in range(BULK_THRESHOLD)])
+    assert copies == [BULK_THRESHOLD]
+    insert(store, *[params(key=f"k{i}") for i in range(BULK_THRESHOLD * 2)])
+    assert copies == [BULK_THRESHOLD]
+    assert sum(stat.count for stat in store.stats()) == BULK_THRESHOLD * 4 - 1
 
 
-@pytest.mark.parametrize("count", [2, COPY_THRESHOLD])
+@pytest.mark.parametrize("count", [2, BULK_THRESHOLD])
 def test_bulk_insert_takes_whole_numbers_where_floats_are_expected(
     store: Store, count: int
 ) -> None:
@@ -155,9 +160,9 @@ def test_bulk_insert_takes_whole_numbers_where_floats_are_expected(
     assert [get(store, job_id).lease_seconds for job_id in ids[:2]] == [1.5, 30.0]
 
 
-@pytest.mark.parametrize("count", [3, COPY_THRESHOLD])
+@pytest.mark.parametrize("count", [3, BULK_THRESHOLD])
 def test_bulk_insert_stores_every_field_at_the_ends_of_its_range(store: Store, count: int) -> None:
-    # At COPY_THRESHOLD rows PostgreSQL writes them with a binary COPY, whose int4 encoder keeps
+    # At BULK_THRESHOLD rows PostgreSQL writes them with a binary COPY, whose int4 encoder keeps
     # the low 32 bits of a larger number without an error: the ranges enqueue checks must arrive
     # whole, and a timestamp with its offset and microseconds.
     run_at = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
@@ -221,7 +226,7 @@ def test_running_job_still_holds_its_key(store: Store) -> None:
     assert (again.id, again.created) == (job_id, False)
 
 
-@pytest.mark.parametrize("count", [3, 2 * COPY_THRESHOLD])
+@pytest.mark.parametrize("count", [3, 2 * BULK_THRESHOLD])
 def test_duplicate_keys_inside_one_bulk_call(store: Store, count: int) -> None:
     [held] = insert(store, params(key="held"))
     jobs = [params(key=f"k{i % (count // 3 + 1)}", payload={"i": i}) for i in range(count)]
@@ -322,7 +327,7 @@ def _nasty_jobs(count: int, *, keyed: bool) -> list[JobInsertParams]:
 
 
 @pytest.mark.parametrize(
-    ("count", "keyed"), [(1, True), (1, False), (5, True), (COPY_THRESHOLD, False)]
+    ("count", "keyed"), [(1, True), (1, False), (5, True), (BULK_THRESHOLD, False)]
 )
 def test_nasty_payloads_and_names_round_trip(store: Store, count: int, keyed: bool) -> None:
     jobs = _nasty_jobs(count, keyed=keyed)
@@ -340,10 +345,10 @@ def test_nasty_payloads_and_names_round_trip(store: Store, count: int, keyed: bo
 # -- streamed bulk insert: jobs are taken from an iterator as they are written ---------------
 
 
-@pytest.mark.parametrize("count", [1, 5, COPY_THRESHOLD + 36])
+@pytest.mark.parametrize("count", [1, 5, BULK_THRESHOLD + 36])
 def test_streamed_insert_numbers_jobs_in_input_order(store: Store, count: int) -> None:
     jobs = [params(payload={"n": n}, delay_seconds=n % 3) for n in range(count)]
-    results = store.job_insert_stream(count, iter(jobs))
+    results = store.job_insert_stream(iter(jobs))
     ids = [r.id for r in results]
     assert all(r.created for r in results)
     assert ids == sorted(ids) and len(set(ids)) == count
@@ -369,14 +374,102 @@ def test_a_streamed_insert_that_fails_midway_stores_nothing(
 ) -> None:
     [kept] = insert(store)
     with pytest.raises(Refused):
-        store.job_insert_stream(count, failing_at(position, count))
+        store.job_insert_stream(failing_at(position, count))
     assert sum(s.count for s in store.stats()) == 1
     assert get(store, kept).status is JobStatus.PENDING
-    assert len(store.job_insert_stream(3, iter([params(), params(), params()]))) == 3
+    assert len(store.job_insert_stream(iter([params(), params(), params()]))) == 3
 
 
-@pytest.mark.parametrize("given", [COPY_THRESHOLD - 1, COPY_THRESHOLD + 1])
-def test_a_streamed_insert_refuses_a_wrong_count(store: Store, given: int) -> None:
-    with pytest.raises(ValueError, match="announced"):
-        store.job_insert_stream(COPY_THRESHOLD, iter([params() for _ in range(given)]))
+def test_a_streamed_insert_takes_keyed_jobs_after_the_bulk_ones(store: Store) -> None:
+    [held] = insert(store, params(key="held"))
+    jobs = [params(payload={"n": n}) for n in range(BULK_THRESHOLD + 10)]
+    jobs += [
+        params(payload={"n": "keyed"}, key="new"),
+        params(payload={"n": "again"}, key="new"),
+        params(payload={"n": "taken"}, key="held"),
+        params(payload={"n": "last"}),
+    ]
+    results = store.job_insert_stream(iter(jobs))
+    ids = [result.id for result in results]
+    assert [result.created for result in results] == [True] * (BULK_THRESHOLD + 11) + [
+        False,
+        False,
+        True,
+    ]
+    assert ids[-3:-1] == [ids[-4], held]
+    created = [job_id for job_id, result in zip(ids, results, strict=True) if result.created]
+    assert created == sorted(created) and len(set(created)) == len(created)
+    payloads = [get(store, job_id).payload["n"] for job_id in created]
+    assert payloads == [*range(BULK_THRESHOLD + 10), "keyed", "last"]
+
+
+def test_a_streamed_insert_that_fails_after_its_keyed_jobs_stores_nothing(store: Store) -> None:
+    def jobs() -> Any:
+        yield from (params() for _ in range(BULK_THRESHOLD))
+        yield params(key="k")
+        raise Refused("bad")
+
+    with pytest.raises(Refused):
+        store.job_insert_stream(jobs())
     assert store.stats() == []
+
+
+def test_a_streamed_insert_returns_none_of_the_ids_others_took_meanwhile(
+    pg_store: PostgresStore,
+) -> None:
+    """Jobs inserted by another session while the COPY runs take ids among its own (each row
+    takes its id as the server reads it): they are neither returned nor counted."""
+    other = open_store(pg_store)
+    theirs: list[int] = []
+    # Rows larger than psycopg's buffer are sent as they are written (all but a last few KB,
+    # which libpq sends with the next), so the server can be waited for: it has read a row
+    # when the COPY's progress counts it. The COPY starts once the first jobs are in hand.
+    padding = "x" * 40_000
+    total = 4 * BULK_THRESHOLD
+
+    def jobs() -> Any:
+        for n in range(total):
+            if n > BULK_THRESHOLD and n % BULK_THRESHOLD == 1:
+                copied_at_least(pg_store, n - 1)
+                theirs.extend(insert(other, params("elsewhere")))
+            yield params(payload={"n": n, "padding": padding})
+
+    try:
+        ids = [result.id for result in pg_store.job_insert_stream(jobs())]
+    finally:
+        other.close()
+    assert len(theirs) == 3 and not set(theirs) & set(ids)
+    assert ids == sorted(ids) and ids[0] < min(theirs) and max(theirs) < ids[-1]
+    assert [get(pg_store, job_id).payload["n"] for job_id in ids] == list(range(total))
+
+
+def copied_at_least(store: PostgresStore, rows: int) -> None:
+    """Wait until a COPY into the jobs table has taken `rows` rows."""
+    deadline = time.monotonic() + DEADLINE
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT tuples_processed FROM pg_stat_progress_copy"
+                " WHERE relid = 'chronoq_jobs'::regclass"
+            ).fetchone()
+            if row is not None and row[0] >= rows:
+                return
+    raise AssertionError(f"no COPY took {rows} rows within {DEADLINE} s")
+
+
+@pytest.mark.parametrize("autocommit", [False, True])
+def test_a_batch_in_a_callers_savepoint_or_autocommit_gets_its_own_ids(
+    pg_store: PostgresStore, autocommit: bool
+) -> None:
+    """A COPY's ids are read back by the transaction that inserted the rows: in a savepoint
+    that is a subtransaction, and a connection in autocommit mode gets a transaction of its
+    own for the COPY and the read."""
+    jobs = [params(payload={"n": n}) for n in range(BULK_THRESHOLD)]
+    with psycopg.connect(pg_store.dsn, autocommit=autocommit) as conn:
+        [before] = pg_store.job_insert_many([params()], conn=conn)
+        with conn.transaction():
+            results = pg_store.job_insert_many(jobs, conn=conn)
+        conn.commit()
+    ids = [result.id for result in results]
+    assert before.id < ids[0] and ids == sorted(ids)
+    assert [get(pg_store, job_id).payload["n"] for job_id in ids] == list(range(BULK_THRESHOLD))

@@ -263,7 +263,7 @@ def test_workers_confirming_overlapping_batches_in_opposite_orders(
     once."""
     store = pg_store
     jobs = (params() for _ in range(ROUNDS * BATCH))
-    ids = [result.id for result in store.job_insert_stream(ROUNDS * BATCH, jobs)]
+    ids = [result.id for result in store.job_insert_stream(jobs)]
     batches = [ids[r * BATCH : (r + 1) * BATCH] for r in range(ROUNDS)]
     start = threading.Barrier(2, timeout=DEADLINE)
     results: list[list[tuple[list[int], IdClaim]]] = [[], []]

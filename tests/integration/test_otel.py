@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import chronoq
 from chronoq.otel import instrument, uninstrument
 from chronoq.storage.base import JobListParams
-from chronoq.storage.postgres.store import COPY_THRESHOLD
+from chronoq.storage.sqlstore import BULK_THRESHOLD
 from chronoq.testing import drain
 
 DEADLINE = 60.0
@@ -196,7 +196,7 @@ def test_child_propagation_puts_every_attempt_in_the_enqueue_trace(
         assert span.links == ()
 
 
-@pytest.mark.parametrize(("count", "keyed"), [(4, True), (COPY_THRESHOLD + 1, False)])
+@pytest.mark.parametrize(("count", "keyed"), [(4, True), (BULK_THRESHOLD + 1, False)])
 def test_a_batch_is_one_send_span_whose_context_every_job_carries(
     app: chronoq.App, traces: Traces, count: int, keyed: bool
 ) -> None:

@@ -483,13 +483,12 @@ class JobStore(Protocol):
         """Enqueue jobs in order. With `conn`, run inside the caller's open transaction."""
         ...
 
-    def job_insert_stream(
-        self, count: int, params: Iterable[JobInsertParams]
-    ) -> list[JobInsertResult]:
-        """Enqueue `count` keyless jobs in one transaction of the store's own, taking each job
-        from `params` only as it is written, so producing them (validation, encoding) overlaps
-        with the database's work. If `params` raises, or yields other than `count` jobs,
-        nothing is stored."""
+    def job_insert_stream(self, params: Iterable[JobInsertParams]) -> list[JobInsertResult]:
+        """Enqueue jobs in order, in one transaction of the store's own, taking each job from
+        `params` only as it is written, so producing them (the caller's objects, validation,
+        encoding) overlaps with the database's work, and a long iterator is never held whole.
+        Keyless jobs go in bulk; from the first keyed one on, the rest are stored as
+        `job_insert_many` stores a batch with keys. If `params` raises, nothing is stored."""
         ...
 
     def job_claim_with_wakeup(self, params: JobClaimParams) -> Claim:

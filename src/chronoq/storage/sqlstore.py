@@ -23,9 +23,10 @@ both drivers, so a method passes `now` whether or not PostgreSQL's SQL reads it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
+from itertools import chain, islice
 from typing import Any, ClassVar, LiteralString, Protocol
 
 from chronoq.core.fleet import RECENT, Fleet
@@ -39,6 +40,8 @@ from chronoq.storage.base import (
     DeadRequeueResult,
     JobHandOffParams,
     JobHeartbeatResult,
+    JobInsertParams,
+    JobInsertResult,
     JobLeaseRef,
     JobListParams,
     JobPruneParams,
@@ -68,6 +71,22 @@ from chronoq.storage.rows import (
 )
 from chronoq.storage.sqlfile import load_down_migrations, load_migrations
 from chronoq.storage.tier import check_partition_count
+
+# From here on, keyless jobs enqueued together are stored in bulk: by COPY on PostgreSQL (below
+# it, one multi-row INSERT beats setting a COPY up), by one executemany on SQLite.
+BULK_THRESHOLD = 64
+
+
+def until_keyed(
+    jobs: Iterable[JobInsertParams], keyed: list[JobInsertParams]
+) -> Iterator[JobInsertParams]:
+    """`jobs` up to the first with a key, which is put in `keyed`: a bulk path that cannot
+    store keys hands that job, and the jobs after it, to one that can."""
+    for job in jobs:
+        if job.key is not None:
+            keyed.append(job)
+            return
+        yield job
 
 
 class Connection(Protocol):
@@ -181,6 +200,26 @@ class SqlStore(ABC):
                     db.execute(self.Q["migrations_forget"], {"name": name})
                     change.reverted.append(name)
         return change
+
+    # -- enqueue ----------------------------------------------------------------------------
+
+    def job_insert_stream(self, params: Iterable[JobInsertParams]) -> list[JobInsertResult]:
+        jobs = iter(params)
+        head = list(islice(jobs, BULK_THRESHOLD))
+        if len(head) < BULK_THRESHOLD or any(job.key is not None for job in head):
+            return self.job_insert_many([*head, *jobs])
+        return self._insert_streamed(chain(head, jobs))
+
+    @abstractmethod
+    def job_insert_many(
+        self, params: Sequence[JobInsertParams], conn: Any = None
+    ) -> list[JobInsertResult]: ...
+
+    @abstractmethod
+    def _insert_streamed(self, jobs: Iterator[JobInsertParams]) -> list[JobInsertResult]:
+        """`job_insert_stream` of at least BULK_THRESHOLD jobs, the first ones keyless: stored
+        in bulk as they come, up to the first keyed one (`until_keyed`), which with the jobs
+        after it is stored as `job_insert_many` stores a batch with keys, in one transaction."""
 
     # -- the lease rescuer ------------------------------------------------------------------
 

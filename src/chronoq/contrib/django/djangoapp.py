@@ -63,9 +63,9 @@ class DjangoApp(App):
             raw = connections[alias].connection  # opened by atomic
             return self._insert_traced(params, lambda: self.store.job_insert_many(params, conn=raw))
 
-    def _insert_stream(self, count: int, params: Iterator[JobInsertParams]) -> list[Enqueued]:
+    def _insert_stream(self, params: Iterator[JobInsertParams]) -> list[Enqueued]:
         if not self.django.joins_django:
-            return super()._insert_stream(count, params)
+            return super()._insert_stream(params)
         return self._insert_joined(list(params))
 
     async def enqueue_many_async(

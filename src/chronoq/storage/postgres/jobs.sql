@@ -90,14 +90,41 @@ SELECT * FROM unnest(
 ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
 RETURNING id
 
+-- name: job_copy_start
+-- Read before a COPY of jobs: the database clock their run_at counts from, and an id of the
+-- jobs' sequence, taken and left unused, that every id the COPY takes after it in this session
+-- exceeds (the lower end of job_copied_ids' range).
+SELECT clock_timestamp() AS now, nextval(pg_get_serial_sequence('chronoq_jobs', 'id')) AS floor
+
 -- name: job_copy_many
 -- Binary: each value goes in its column's own wire format, which the client writes without
 -- formatting text and the server reads without parsing it (timestamps above all). The columns'
--- types are given to the COPY in this order (COPY_TYPES in store.py).
+-- types are given to the COPY in this order (COPY_TYPES in store.py). Each row takes its id
+-- from the column's default as the server reads it: no id is reserved before the first row
+-- can leave, so the caller's jobs are made while the server stores the rows already sent.
 COPY chronoq_jobs (
-    id, queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire,
+    queue, task, payload, priority, run_at, max_attempts, lease_seconds, misfire,
     misfire_grace, rate_key, trace_context)
 FROM STDIN (FORMAT BINARY)
+
+-- name: job_copied_ids
+-- The ids the COPY just gave its rows, in the order it read them: each row took nextval as it
+-- was read, so they ascend in input order, above %(floor)s (job_copy_start) and up to this
+-- session's currval. Other sessions' jobs in that range are told apart by the transaction that
+-- inserted them: every row of one COPY has the xmin of the row that took the last id (a
+-- subtransaction's, in a caller's savepoint). The rows are still uncommitted, so no other
+-- session has updated them to a new xmin. Read through the primary key's index, in order.
+WITH last AS MATERIALIZED (
+    SELECT currval(pg_get_serial_sequence('chronoq_jobs', 'id')) AS id
+)
+SELECT ARRAY(
+    SELECT jobs.id
+    FROM chronoq_jobs jobs, last
+    WHERE jobs.id > %(floor)s AND jobs.id <= last.id
+      AND jobs.xmin = (SELECT newest.xmin FROM chronoq_jobs newest, last
+                       WHERE newest.id = last.id)
+    ORDER BY jobs.id
+) AS ids
 
 -- name: job_insert_tick
 -- A schedule's tick: the unique (schedule, tick) index makes a second insert of the same tick,

@@ -55,7 +55,7 @@ from chronoq.storage.rows import (
     schedule_from_row,
     storable_text,
 )
-from chronoq.storage.sqlstore import Connection, SqlStore
+from chronoq.storage.sqlstore import BULK_THRESHOLD, Connection, SqlStore, until_keyed
 from chronoq.storage.tier import (
     check_stage_params,
     id_claim,
@@ -65,7 +65,6 @@ from chronoq.storage.tier import (
 )
 
 log = logging.getLogger("chronoq.storage.postgres")
-COPY_THRESHOLD = 64  # below this, one multi-row INSERT beats setting up COPY
 
 
 class PostgresStore(SqlStore):
@@ -208,17 +207,13 @@ class PostgresStore(SqlStore):
                 return [_insert_one(cur, job) for job in params]
             return _insert_bulk(cur, params)
 
-    def job_insert_stream(
-        self, count: int, params: Iterable[JobInsertParams]
-    ) -> list[JobInsertResult]:
-        if count < COPY_THRESHOLD:
-            return self.job_insert_many(list(params))
+    def _insert_streamed(self, jobs: Iterator[JobInsertParams]) -> list[JobInsertResult]:
         with self._conn() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-            ids, db_now = _reserve_ids(cur, count)
-            written = _copy_rows(cur, ids, db_now, params)
-            if written != count:
-                raise ValueError(f"{written} jobs given where {count} were announced")
-        return all_created(ids)
+            keyed: list[JobInsertParams] = []
+            copied = all_created(_copy_rows(cur, until_keyed(jobs, keyed)))
+            if not keyed:
+                return copied
+            return copied + self._insert_on(conn, [*keyed, *jobs])
 
     async def job_insert_many_async(
         self, params: Sequence[JobInsertParams], conn: Any
@@ -535,10 +530,12 @@ def _unique_keys(jobs: Sequence[JobInsertParams]) -> list[str]:
 
 
 def _in_transaction(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
-    """A transaction of its own for a connection in autocommit mode (the store's); a caller's
-    connection is joined as it is: psycopg's `transaction()` on a connection with no statement
-    run yet would commit the caller's work at its end."""
-    return conn.transaction() if conn.autocommit else contextlib.nullcontext()
+    """A transaction of its own for a connection in autocommit mode (the store's) outside one;
+    a transaction already open is joined as it is: psycopg's `transaction()` inside one would
+    make a savepoint, and on a caller's connection with no statement run yet would commit the
+    caller's work at its end."""
+    idle = conn.info.transaction_status is psycopg.pq.TransactionStatus.IDLE
+    return conn.transaction() if conn.autocommit and idle else contextlib.nullcontext()
 
 
 async def _insert_one_async(cur: Any, job: JobInsertParams) -> JobInsertResult:
@@ -569,11 +566,10 @@ async def _insert_one_async(cur: Any, job: JobInsertParams) -> JobInsertResult:
 def _insert_bulk(
     cur: psycopg.Cursor[dict[str, Any]], jobs: Sequence[JobInsertParams]
 ) -> list[JobInsertResult]:
+    if len(jobs) >= BULK_THRESHOLD and all(job.key is None for job in jobs):
+        return all_created(_copy_rows(cur, jobs))
     ids, db_now = _reserve_ids(cur, len(jobs))
     run_ats = _run_ats(db_now, jobs)
-    if len(jobs) >= COPY_THRESHOLD and all(job.key is None for job in jobs):
-        _copy_rows(cur, ids, db_now, jobs)
-        return all_created(ids)
     created = {
         row["id"] for row in cur.execute(Q["job_insert_many"], _unnest_args(ids, run_ats, jobs))
     }
@@ -590,14 +586,20 @@ def _run_ats(db_now: datetime, jobs: Sequence[JobInsertParams]) -> list[datetime
 
 
 def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[int], datetime]:
-    # In binary, 100,000 ids arrive as integers, not as text to parse; but a caller's connection
-    # may make client-side cursors (Django's does), which can only read text.
-    binary = not isinstance(cur, psycopg.ClientCursor)
-    row = cur.execute(Q["job_reserve_ids"], {"count": count}, binary=binary).fetchone()
-    assert row is not None
+    row = _fetch(cur, Q["job_reserve_ids"], {"count": count})
     ids: list[int] = row["ids"]
     ids.sort()
     return ids, row["now"]
+
+
+def _fetch(cur: psycopg.Cursor[dict[str, Any]], query: Any, args: Mapping[str, Any]) -> Any:
+    """The one row of a statement that returns an array of ids. In binary, 100,000 ids arrive
+    as integers, not as text to parse; but a caller's connection may make client-side cursors
+    (Django's does), which can only read text."""
+    binary = not isinstance(cur, psycopg.ClientCursor)
+    row = cur.execute(query, args, binary=binary).fetchone()
+    assert row is not None
+    return row
 
 
 # The wire types of job_copy_many's columns, in its order. A jsonb value in binary is a version
@@ -607,49 +609,49 @@ def _reserve_ids(cur: psycopg.Cursor[dict[str, Any]], count: int) -> tuple[list[
 # larger int without an error: priority and max_attempts reach here within their ranges, which
 # `prepare` checks (tests/contract/test_insert.py stores both ends of each range).
 COPY_TYPES = (
-    "int8", "text", "text", "text", "int4", "timestamptz",
+    "text", "text", "text", "int4", "timestamptz",
     "int4", "float8", "text", "float8", "text", "text",
 )  # fmt: skip
 JSONB_VERSION = "\x01"
 
 
-def _copy_rows(
-    cur: psycopg.Cursor[dict[str, Any]],
-    ids: list[int],
-    db_now: datetime,
-    jobs: Iterable[JobInsertParams],
-) -> int:
-    """COPY jobs in, taking each from `jobs` as it is sent: when `jobs` validates lazily, the
-    validation runs while the server is busy storing the rows already sent. Returns how many
-    were written; more jobs than ids is an error (and aborts the COPY)."""
-    written = 0
-    with cur.copy(Q["job_copy_many"]) as copy:
-        copy.set_types(COPY_TYPES)
-        for job in jobs:
-            if written == len(ids):
-                raise ValueError(f"more jobs than the {len(ids)} announced")
-            run_at = job.run_at or (
-                db_now + timedelta(seconds=job.delay_seconds) if job.delay_seconds else db_now
-            )
-            trace = job.trace_context
-            copy.write_row(
-                (
-                    ids[written],
-                    job.queue,
-                    job.task,
-                    JSONB_VERSION + job.payload_json,
-                    job.priority,
-                    run_at,
-                    job.max_attempts,
-                    job.lease_seconds,
-                    job.misfire,
-                    job.misfire_grace,
-                    job.rate_key,
-                    None if trace is None else JSONB_VERSION + trace,
+def _copy_rows(cur: psycopg.Cursor[dict[str, Any]], jobs: Iterable[JobInsertParams]) -> list[int]:
+    """COPY keyless jobs in and return their ids, in order. Each job is taken from `jobs` as it
+    is sent: when `jobs` is made or validated lazily, that work runs while the server stores
+    the rows already sent. An exception from `jobs` aborts the COPY, and the transaction with
+    it (one of the caller's, or one opened here for a connection in autocommit mode)."""
+    with _in_transaction(cur.connection):
+        start = cur.execute(Q["job_copy_start"]).fetchone()
+        assert start is not None
+        db_now: datetime = start["now"]
+        written = 0
+        with cur.copy(Q["job_copy_many"]) as copy:
+            copy.set_types(COPY_TYPES)
+            for job in jobs:
+                run_at = job.run_at or (
+                    db_now + timedelta(seconds=job.delay_seconds) if job.delay_seconds else db_now
                 )
-            )
-            written += 1
-    return written
+                trace = job.trace_context
+                copy.write_row(
+                    (
+                        job.queue,
+                        job.task,
+                        JSONB_VERSION + job.payload_json,
+                        job.priority,
+                        run_at,
+                        job.max_attempts,
+                        job.lease_seconds,
+                        job.misfire,
+                        job.misfire_grace,
+                        job.rate_key,
+                        None if trace is None else JSONB_VERSION + trace,
+                    )
+                )
+                written += 1
+        ids: list[int] = _fetch(cur, Q["job_copied_ids"], {"floor": start["floor"]})["ids"]
+    if len(ids) != written:
+        raise StoreError(f"a COPY of {written} jobs read back {len(ids)} ids")
+    return ids
 
 
 def _unnest_args(

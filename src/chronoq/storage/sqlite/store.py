@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, LiteralString, TypeVar
+from typing import Any, LiteralString
 
 from chronoq.core.enqueue import all_created
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
@@ -63,7 +63,7 @@ from chronoq.storage.sqlite.coordination import (
     claimed_jobs,
     job_from_json_row,
 )
-from chronoq.storage.sqlstore import Connection, SqlStore
+from chronoq.storage.sqlstore import BULK_THRESHOLD, Connection, SqlStore, until_keyed
 from chronoq.storage.tier import (
     SKIP,
     check_stage_params,
@@ -73,11 +73,9 @@ from chronoq.storage.tier import (
     storable_refs,
 )
 
-T = TypeVar("T")
 Q = load_dialect("chronoq.storage.sqlite")
 BUSY_TIMEOUT_MS = 30_000
 CHANGE_POLL_SECONDS = 0.02
-BULK_THRESHOLD = 64  # from here on, keyless batches go through one executemany
 
 
 def now_micros() -> int:
@@ -192,25 +190,16 @@ class SqliteStore(SqlStore):
         if conn is not None:
             return [_insert_one(conn, job, now_micros()) for job in params]
         with self._write() as db:
-            now = now_micros()
-            if len(params) >= BULK_THRESHOLD and all(job.key is None for job in params):
-                return _insert_keyless(db, params, now)
-            return [_insert_one(db, job, now) for job in params]
+            return _insert_batch(db, params, now_micros())
 
-    def job_insert_stream(
-        self, count: int, params: Iterable[JobInsertParams]
-    ) -> list[JobInsertResult]:
-        if count < BULK_THRESHOLD:
-            return self.job_insert_many(list(params))
+    def _insert_streamed(self, jobs: Iterator[JobInsertParams]) -> list[JobInsertResult]:
         with self._write() as db:
             now = now_micros()
-            first = int(db.execute(Q["job_next_id"]).fetchone()[0])
-            rows = (
-                _insert_args(job, now) | {"id": first + i}
-                for i, job in enumerate(_exactly(count, params))
-            )
-            db.executemany(Q["job_insert_with_id"], rows)
-        return all_created(range(first, first + count))
+            keyed: list[JobInsertParams] = []
+            stored = _insert_keyless(db, until_keyed(jobs, keyed), now)
+            if not keyed:
+                return stored
+            return stored + _insert_batch(db, [*keyed, *jobs], now)
 
     # -- the worker's statements ----------------------------------------------------------
 
@@ -492,27 +481,31 @@ def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
     }
 
 
-def _insert_keyless(
+def _insert_batch(
     db: sqlite3.Connection, jobs: Sequence[JobInsertParams], now: int
 ) -> list[JobInsertResult]:
-    """Many keyless jobs in one executemany. Ids are handed out here, which is safe because
-    the caller holds the write lock (BEGIN IMMEDIATE): nobody else can insert meanwhile."""
+    if len(jobs) >= BULK_THRESHOLD and all(job.key is None for job in jobs):
+        return _insert_keyless(db, jobs, now)
+    return [_insert_one(db, job, now) for job in jobs]
+
+
+def _insert_keyless(
+    db: sqlite3.Connection, jobs: Iterable[JobInsertParams], now: int
+) -> list[JobInsertResult]:
+    """Keyless jobs in one executemany, each taken from `jobs` as it is written. Ids are handed
+    out here, which is safe because the caller holds the write lock (BEGIN IMMEDIATE): nobody
+    else can insert meanwhile."""
     first = int(db.execute(Q["job_next_id"]).fetchone()[0])
-    rows = [_insert_args(job, now) | {"id": first + i} for i, job in enumerate(jobs)]
-    db.executemany(Q["job_insert_with_id"], rows)
-    return all_created(range(first, first + len(jobs)))
+    written = 0
 
+    def rows() -> Iterator[dict[str, Any]]:
+        nonlocal written
+        for job in jobs:
+            yield _insert_args(job, now) | {"id": first + written}
+            written += 1  # executemany asks for the next row until there is none
 
-def _exactly(count: int, items: Iterable[T]) -> Iterator[T]:
-    """`items`, raising if there are more or fewer than `count` (which would misnumber ids)."""
-    seen = 0
-    for item in items:
-        seen += 1
-        if seen > count:
-            raise ValueError(f"more jobs than the {count} announced")
-        yield item
-    if seen != count:
-        raise ValueError(f"{seen} jobs given where {count} were announced")
+    db.executemany(Q["job_insert_with_id"], rows())
+    return all_created(range(first, first + written))
 
 
 def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
