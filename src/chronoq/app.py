@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import itertools
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -463,9 +464,10 @@ class App:
             return self._traced(jobs, lambda: self.store.job_insert_stream(jobs))
         if not self.observers.wants(JobsEnqueued):
             return self.store.job_insert_stream(params)
-        sent: list[JobInsertParams] = []
-        results = self.store.job_insert_stream(_kept(params, sent))
-        return self._count_enqueued(sent, results)
+        runs: list[list[Any]] = []
+        results = self.store.job_insert_stream(_tallied(params, runs))
+        self._emit_enqueued(_unrolled(runs), results)
+        return results
 
     def _insert_many(self, params: list[JobInsertParams], conn: Any) -> list[Enqueued]:
         if conn is None:
@@ -516,14 +518,16 @@ class App:
         """Count the jobs created (not those whose key a live job held). In a caller's
         transaction they are counted when the insert returns, whether it commits or not."""
         if self.observers.wants(JobsEnqueued):
-            created = collections.Counter(
-                (job.queue, job.task)
-                for job, result in zip(params, results, strict=True)
-                if result.created
-            )
-            for (queue, task), count in created.items():
-                self.observers.emit(JobsEnqueued(queue, task, count))
+            self._emit_enqueued(((job.queue, job.task) for job in params), results)
         return results
+
+    def _emit_enqueued(self, sent: Iterable[tuple[str, str]], results: list[Enqueued]) -> None:
+        """One `JobsEnqueued` a queue and task: `sent` names each job's, in order."""
+        created = collections.Counter(
+            job for job, result in zip(sent, results, strict=True) if result.created
+        )
+        for (queue, task), count in created.items():
+            self.observers.emit(JobsEnqueued(queue, task, count))
 
     # -- schedules and limits -------------------------------------------------------------
 
@@ -796,13 +800,23 @@ def _refuse_renamed(options: dict[str, Any]) -> None:
             raise ConfigError(f"the option `{old}` is now called `{new}`")
 
 
-def _kept(
-    params: Iterator[JobInsertParams], sent: list[JobInsertParams]
-) -> Iterator[JobInsertParams]:
-    """Pass the parameters on as the store takes them, keeping each for the count."""
+def _tallied(params: Iterator[JobInsertParams], runs: list[list[Any]]) -> Iterator[JobInsertParams]:
+    """Pass the parameters on as the store takes them, tallying their queues and tasks in runs
+    of equal neighbours (`[queue, task, jobs]`): what the count of jobs created needs, without
+    holding a long stream's jobs, and their payloads, until it ends."""
+    run: list[Any] = [None, None, 0]
     for job in params:
-        sent.append(job)
+        if job.task != run[1] or job.queue != run[0]:
+            run = [job.queue, job.task, 0]
+            runs.append(run)
+        run[2] += 1
         yield job
+
+
+def _unrolled(runs: list[list[Any]]) -> Iterator[tuple[str, str]]:
+    """The queue and task of each job tallied by `_tallied`, in order."""
+    for queue, task, jobs in runs:
+        yield from itertools.repeat((queue, task), jobs)
 
 
 def _is_async_connection(conn: Any) -> bool:

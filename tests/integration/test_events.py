@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -128,3 +129,25 @@ def test_a_schedulers_leadership_is_one_event_each_way(app: chronoq.App) -> None
     changes = seen.of(ev.LeaderChanged)
     assert [change.term is not None for change in changes] == [True, False]
     assert changes[1].graceful and changes[1].why == "stopped"
+
+
+def test_a_streamed_enqueue_counts_what_it_created_by_queue_and_task(app: chronoq.App) -> None:
+    @app.task(name="one")
+    def one() -> None:
+        pass
+
+    @app.task(name="two", queue="other")
+    def two() -> None:
+        pass
+
+    app_wide = Everything((ev.JobsEnqueued,))
+    app.observers.subscribe(app_wide)
+    app.enqueue("one", key="held")
+    keyless = (chronoq.JobSpec("two" if n % 3 == 0 else "one") for n in range(200))
+    keyed = [chronoq.JobSpec("one", key="held"), chronoq.JobSpec("two", key="new")]
+    results = app.enqueue_many(itertools.chain(keyless, keyed))
+    assert [result.created for result in results[-2:]] == [False, True]
+    counts: Counter[tuple[str, str]] = Counter()
+    for event in app_wide.of(ev.JobsEnqueued):
+        counts[event.queue, event.task] += event.count
+    assert counts == {("default", "one"): 1 + 133, ("other", "two"): 67 + 1}
