@@ -57,13 +57,26 @@ def merge(base: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     provenance = {key: part[key] for key in PROVENANCE if key in part}
     separate = merged.setdefault("separate_runs", {})
     for figure in part["figures_run"]:
+        run = dict(provenance)
+        skipped = _skipped(base["figures"], figure)
+        if skipped is not None:
+            # The full run's time did not include this figure's measurement: its duration
+            # adds to the suite's (tests/unit/test_docs.py).
+            run["replaced_skipped"] = skipped
         for key in FIGURE_KEYS[figure]:
             if key in part["figures"]:
                 merged["figures"][key] = copy.deepcopy(part["figures"][key])
             else:
                 merged["figures"].pop(key, None)
-        separate[figure] = provenance
+        separate[figure] = run
     return merged
+
+
+def _skipped(figures: dict[str, Any], figure: str) -> str | None:
+    """Why the full run measured `figure` only in part (figure 8 without etcd), else None."""
+    rows = [figures.get(key) for key in FIGURE_KEYS[figure]]
+    reasons = [row["skipped"] for row in rows if isinstance(row, dict) and "skipped" in row]
+    return reasons[0] if reasons else None
 
 
 def _merge_systems(ours: dict[str, Any], theirs: dict[str, Any]) -> None:

@@ -167,3 +167,18 @@ def test_figure_8_merges_and_renders_like_the_others() -> None:
     merged["machine"] = machine
     merged["separate_runs"]["tiered"]["machine"] = machine
     assert "## 8. Tiered dispatch against db dispatch" in markdown(merged, {})
+
+
+def test_figure_8_merged_over_a_run_that_skipped_it_says_so() -> None:
+    """A full run without etcd measures figure 8's timing wheel only; figure 8 run on its own
+    and merged over it is marked, so the suite's duration counts that run's time too."""
+    base: dict[str, Any] = {
+        "figures_run": ["tiered"],
+        "systems": {},
+        "figures": {"tiered": {"skipped": "etcd is not installed", "wheel": {}}},
+    }
+    part = base | {"started_at": "later", "duration_s": 2.0, "figures": {"tiered": result()}}
+    merged = merge(base, part)
+    assert merged["separate_runs"]["tiered"]["replaced_skipped"] == "etcd is not installed"
+    again = merge(merged, part)
+    assert "replaced_skipped" not in again["separate_runs"]["tiered"]
