@@ -77,6 +77,11 @@ from chronoq.storage.tier import check_partition_count
 BULK_THRESHOLD = 64
 
 
+def goes_in_bulk(jobs: Sequence[JobInsertParams]) -> bool:
+    """Whether jobs enqueued together are stored in bulk: BULK_THRESHOLD or more, none keyed."""
+    return len(jobs) >= BULK_THRESHOLD and all(job.key is None for job in jobs)
+
+
 def until_keyed(
     jobs: Iterable[JobInsertParams], keyed: list[JobInsertParams]
 ) -> Iterator[JobInsertParams]:
@@ -206,7 +211,7 @@ class SqlStore(ABC):
     def job_insert_stream(self, params: Iterable[JobInsertParams]) -> list[JobInsertResult]:
         jobs = iter(params)
         head = list(islice(jobs, BULK_THRESHOLD))
-        if len(head) < BULK_THRESHOLD or any(job.key is not None for job in head):
+        if not goes_in_bulk(head):
             return self.job_insert_many([*head, *jobs])
         return self._insert_streamed(chain(head, jobs))
 

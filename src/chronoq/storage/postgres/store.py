@@ -55,7 +55,7 @@ from chronoq.storage.rows import (
     schedule_from_row,
     storable_text,
 )
-from chronoq.storage.sqlstore import BULK_THRESHOLD, Connection, SqlStore, until_keyed
+from chronoq.storage.sqlstore import Connection, SqlStore, goes_in_bulk, until_keyed
 from chronoq.storage.tier import (
     check_stage_params,
     id_claim,
@@ -566,7 +566,7 @@ async def _insert_one_async(cur: Any, job: JobInsertParams) -> JobInsertResult:
 def _insert_bulk(
     cur: psycopg.Cursor[dict[str, Any]], jobs: Sequence[JobInsertParams]
 ) -> list[JobInsertResult]:
-    if len(jobs) >= BULK_THRESHOLD and all(job.key is None for job in jobs):
+    if goes_in_bulk(jobs):
         return all_created(_copy_rows(cur, jobs))
     ids, db_now = _reserve_ids(cur, len(jobs))
     run_ats = _run_ats(db_now, jobs)

@@ -63,7 +63,7 @@ from chronoq.storage.sqlite.coordination import (
     claimed_jobs,
     job_from_json_row,
 )
-from chronoq.storage.sqlstore import BULK_THRESHOLD, Connection, SqlStore, until_keyed
+from chronoq.storage.sqlstore import Connection, SqlStore, goes_in_bulk, until_keyed
 from chronoq.storage.tier import (
     SKIP,
     check_stage_params,
@@ -484,7 +484,7 @@ def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
 def _insert_batch(
     db: sqlite3.Connection, jobs: Sequence[JobInsertParams], now: int
 ) -> list[JobInsertResult]:
-    if len(jobs) >= BULK_THRESHOLD and all(job.key is None for job in jobs):
+    if goes_in_bulk(jobs):
         return _insert_keyless(db, jobs, now)
     return [_insert_one(db, job, now) for job in jobs]
 
