@@ -57,3 +57,25 @@ def rows_read(plan: dict[str, Any], counted: Callable[[dict[str, Any]], bool]) -
         for node in nodes(plan)
         if counted(node)
     )
+
+
+def analyzed_without(dsn: str, analyzed_status: str, status: str, *, jobs: int, moved: int) -> None:
+    """`jobs` jobs in `analyzed_status` when analyzed, then the first `moved` of them moved to
+    `status` (with token 1, a running job's lease an hour long) behind the statistics' back."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO chronoq_jobs (queue, task, payload, run_at, status, finished_at)"
+            " SELECT 'q', 't', '{}', now() - interval '1 minute', %(status)s,"
+            " CASE WHEN %(status)s = 'done' THEN now() END"
+            " FROM generate_series(1, %(jobs)s)",
+            {"status": analyzed_status, "jobs": jobs},
+        )
+        conn.execute("VACUUM ANALYZE chronoq_jobs")
+        conn.execute(
+            "UPDATE chronoq_jobs SET status = %(status)s, lease_token = 1, finished_at = NULL,"
+            " locked_until = CASE WHEN %(status)s = 'running' THEN now() + interval '1 hour' END,"
+            " attempts = CASE WHEN %(status)s = 'running' THEN 1 ELSE 0 END,"
+            " started_at = CASE WHEN %(status)s = 'running' THEN now() END"
+            " WHERE id <= %(moved)s",
+            {"status": status, "moved": moved},
+        )

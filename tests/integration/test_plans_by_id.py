@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.integration.plans import explain, rows_read
+from tests.integration.plans import analyzed_without, explain, rows_read
 
 TABLE_JOBS = 3_000
 IN_STATUS = 2_000  # running (or pending) when the statement runs; none when analyzed
@@ -73,28 +73,6 @@ def _rows_read(dsn: str, name: str, args: dict[str, Any], *, generic: bool) -> i
     )
 
 
-def _analyzed_without(dsn: str, analyzed_status: str, status: str) -> None:
-    """TABLE_JOBS jobs in `analyzed_status` when analyzed, then the first IN_STATUS of them moved
-    to `status` (with token 1) behind the statistics' back."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO chronoq_jobs (queue, task, payload, run_at, status, finished_at)"
-            " SELECT 'q', 't', '{}', now() - interval '1 minute', %(status)s,"
-            " CASE WHEN %(status)s = 'done' THEN now() END"
-            " FROM generate_series(1, %(jobs)s)",
-            {"status": analyzed_status, "jobs": TABLE_JOBS},
-        )
-        conn.execute("VACUUM ANALYZE chronoq_jobs")
-        conn.execute(
-            "UPDATE chronoq_jobs SET status = %(status)s, lease_token = 1, finished_at = NULL,"
-            " locked_until = CASE WHEN %(status)s = 'running' THEN now() + interval '1 hour' END,"
-            " attempts = CASE WHEN %(status)s = 'running' THEN 1 ELSE 0 END,"
-            " started_at = CASE WHEN %(status)s = 'running' THEN now() END"
-            " WHERE id <= %(moved)s",
-            {"status": status, "moved": IN_STATUS},
-        )
-
-
 STATEMENTS = RUNNING_STATEMENTS | PENDING_STATEMENTS
 
 # Each statement, the status its rows are in when it runs, and the status of all of them when
@@ -109,7 +87,7 @@ CASES = [(name, "running", "pending") for name in sorted(RUNNING_STATEMENTS)] + 
 def test_a_statement_reads_only_the_jobs_it_names(
     pg_dsn: str, name: str, status: str, analyzed_status: str, generic: bool
 ) -> None:
-    _analyzed_without(pg_dsn, analyzed_status, status)
+    analyzed_without(pg_dsn, analyzed_status, status, jobs=TABLE_JOBS, moved=IN_STATUS)
     args = STATEMENTS[name]
     read = _rows_read(pg_dsn, name, args, generic=generic)
     named = len(args["ids"]) if "ids" in args else 1

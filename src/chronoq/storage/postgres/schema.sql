@@ -75,9 +75,11 @@ CREATE INDEX chronoq_jobs_status_idx ON chronoq_jobs (status, id)
 -- it and one insert finds the row already there.
 CREATE UNIQUE INDEX chronoq_jobs_tick_idx ON chronoq_jobs (schedule, tick)
     WHERE schedule IS NOT NULL;
--- A queue's concurrency limit counts its running jobs.
+-- A queue's concurrency limit counts its running jobs. `queue IS NOT NULL` (always true) keeps
+-- the statements looking for the earliest lease off it: they have the lease index's predicate
+-- and not `queue = ...`, so only chronoq_jobs_lease_idx fits them (see migration 0010).
 CREATE INDEX chronoq_jobs_running_queue_idx ON chronoq_jobs (queue)
-    WHERE status = 'running';
+    WHERE status = 'running' AND queue IS NOT NULL;
 -- Recently finished jobs (the dashboard) and the oldest finished ones (the pruner).
 CREATE INDEX chronoq_jobs_finished_idx ON chronoq_jobs (finished_at)
     WHERE finished_at IS NOT NULL;
