@@ -11,8 +11,9 @@ waiter reads its own job (one primary-key read) and goes back to waiting if it h
    └── job_get(id): ended? ◄───────────┘
 ```
 
-A waiter subscribes before its first read, so a job that ends between the read and the wait
-still wakes it. If the listener's connection fails, the watcher wakes everyone and stops; each
+A waiter subscribes, then marks its job as waited for (`job_watch`: on PostgreSQL only the ends
+of marked jobs are notified), before its first read, so a job that ends between the read and the
+wait still wakes it. If the listener's connection fails, the watcher wakes everyone and stops; each
 waiter then subscribes again, which opens a new listener (or raises `StoreUnavailable` if the
 database cannot be reached), before it reads its job again.
 """
@@ -142,10 +143,14 @@ def wait_for(store: JobStore, watcher: FinishWatcher, job_id: int, timeout: floa
     woken = threading.Event()
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
+        watched = False
         while True:
             woken.clear()
             if not watcher.listening_for(woken.set):
                 watcher.subscribe(woken.set)  # first, or after the listener was lost
+            if not watched:
+                store.job_watch(job_id)  # listening: its end will wake us
+                watched = True
             job = _read(store, job_id)
             if job.status.is_final:
                 return outcome(job)
@@ -172,10 +177,14 @@ async def wait_for_async(
 
     try:
         async with asyncio.timeout(timeout):
+            watched = False
             while True:
                 woken.clear()
                 if not watcher.listening_for(wake):
                     await asyncio.to_thread(watcher.subscribe, wake)
+                if not watched:
+                    await asyncio.to_thread(store.job_watch, job_id)
+                    watched = True
                 job = await asyncio.to_thread(_read, store, job_id)
                 if job.status.is_final:
                     return outcome(job)

@@ -178,10 +178,13 @@ def test_a_done_job_keeps_its_last_progress(store: Store) -> None:
 # -- the finish listener ------------------------------------------------------------------
 
 
-def test_the_finish_listener_wakes_when_another_connection_finishes_a_job(store: Store) -> None:
+def test_the_finish_listener_wakes_when_another_connection_finishes_a_watched_job(
+    store: Store,
+) -> None:
     [job_id] = insert(store)
     job = claim_one(store)
     listener = store.open_finish_listener()
+    store.job_watch(job_id)
     woke: list[bool] = []
     waiting = threading.Event()
 
@@ -204,15 +207,28 @@ def test_the_finish_listener_wakes_when_another_connection_finishes_a_job(store:
         listener.close()
 
 
-def test_the_finish_listener_wakes_for_a_cancel(store: Store) -> None:
+def test_the_finish_listener_wakes_for_the_cancel_of_a_watched_job(store: Store) -> None:
     [job_id] = insert(store)
     listener = store.open_finish_listener()
+    store.job_watch(job_id)
     try:
         cancelled = store.job_cancel(job_id)
         assert cancelled is not None and cancelled.status is JobStatus.CANCELLED
         assert listener.wait(DEADLINE) is True
     finally:
         listener.close()
+
+
+def test_watching_a_job_that_ended_or_never_was_changes_nothing(store: Store) -> None:
+    [job_id] = insert(store)
+    job = claim_one(store)
+    assert _done(store, job_id, job.lease_token, None) == {job_id}
+    before = get(store, job_id)
+    store.job_watch(job_id)
+    store.job_watch(job_id + 1000)
+    store.job_watch(2**70)  # past any id a store keeps
+    assert get(store, job_id) == before
+    assert store.job_get(job_id + 1000) is None
 
 
 def test_the_finish_listener_stays_quiet_without_changes(store: Store) -> None:

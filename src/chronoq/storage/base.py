@@ -654,7 +654,15 @@ class JobStore(Protocol):
     def open_finish_listener(self) -> ChangeListener:
         """Wakes a waiter when jobs may have reached a final state (done, dead, cancelled,
         skipped): LISTEN on PostgreSQL, the database's change signal on SQLite. It may wake for
-        other changes too; the waiter looks at its job again."""
+        other changes too; the waiter looks at its job again. Only the ends of jobs passed to
+        `job_watch` are sure to wake it."""
+        ...
+
+    def job_watch(self, job_id: int) -> None:
+        """Someone listening on a finish listener is about to look at job `job_id` and wait
+        for it to end: its end must wake them. Call it after listening starts and before the
+        first look. On PostgreSQL it marks the job, whose finish is then notified (the finishes
+        of jobs nobody waits for notify no one); SQLite signals every commit anyway."""
         ...
 
     def close(self) -> None: ...

@@ -679,6 +679,14 @@ SELECT clock_timestamp() AS db_now,
 -- name: job_get
 SELECT * FROM chronoq_jobs WHERE id = %(id)s
 
+-- name: job_watch
+-- A waiter marks the job it is about to wait for, already listening: its finish is notified
+-- (chronoq_notify_finished_v2). Under the row's lock: a finish under way is waited for, and the
+-- job it leaves final is not marked; a finish after the mark sees it. Either way the waiter's
+-- next read, or the notification, shows the end.
+UPDATE chronoq_jobs SET finish_watched = true
+WHERE id = %(id)s AND status IN ('pending', 'running') AND NOT finish_watched
+
 -- name: job_list
 SELECT * FROM chronoq_jobs
 WHERE (cardinality(%(statuses)s::text[]) = 0 OR status = ANY(%(statuses)s::text[]))

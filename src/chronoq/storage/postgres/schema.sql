@@ -37,6 +37,8 @@ CREATE TABLE chronoq_jobs (
     progress_note text,
     -- The W3C trace context (traceparent, tracestate) the job was enqueued in (chronoq.otel).
     trace_context jsonb,
+    -- Someone waits for the job to end (`App.wait`): its finish is notified.
+    finish_watched boolean NOT NULL DEFAULT false,
     -- text plus CHECK rather than an enum type: a new state is a one-line migration that can run
     -- inside a transaction.
     CONSTRAINT chronoq_jobs_status_check
@@ -84,8 +86,7 @@ CREATE INDEX chronoq_jobs_running_queue_idx ON chronoq_jobs (queue)
 CREATE INDEX chronoq_jobs_finished_idx ON chronoq_jobs (finished_at)
     WHERE finished_at IS NOT NULL;
 
--- One notification per queue per statement, only for rows that became pending: workers LISTEN
--- and re-arm their timer at `run_at` instead of polling.
+-- One notification per queue per insert statement: workers LISTEN and claim instead of polling.
 CREATE FUNCTION chronoq_notify_jobs_v1() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -105,29 +106,44 @@ CREATE TRIGGER chronoq_jobs_notify_insert
     REFERENCING NEW TABLE AS chronoq_changed_rows
     FOR EACH STATEMENT EXECUTE FUNCTION chronoq_notify_jobs_v1();
 
-CREATE TRIGGER chronoq_jobs_notify_update
-    AFTER UPDATE ON chronoq_jobs
-    REFERENCING NEW TABLE AS chronoq_changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION chronoq_notify_jobs_v1();
-
--- One notification per statement that leaves jobs in a final state, for `App.wait`: its waiters
--- look at their own jobs again. No payload: a statement can finish thousands of jobs, more ids
--- than a notification holds, and a waiter's look is one primary-key read.
-CREATE FUNCTION chronoq_notify_finished_v1() RETURNS trigger
+-- An update notifies when it makes a job pending, or moves a pending job's run_at or queue: a
+-- row trigger whose WHEN says so, so claims, finishes and a waiter's mark call nothing and keep
+-- no transition table. The payload names the queue alone: identical notifications of one
+-- transaction are folded into one, so a statement making many jobs pending sends one a queue.
+CREATE FUNCTION chronoq_notify_pending_v1() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM chronoq_changed_rows
-               WHERE status IN ('done', 'dead', 'cancelled', 'skipped')) THEN
-        PERFORM pg_notify('chronoq_jobs_finished', '');
-    END IF;
+    PERFORM pg_notify('chronoq_jobs', json_build_object('queue', NEW.queue)::text);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER chronoq_jobs_notify_update
+    AFTER UPDATE ON chronoq_jobs
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending'
+          AND (OLD.status <> 'pending' OR OLD.run_at IS DISTINCT FROM NEW.run_at
+               OR OLD.queue <> NEW.queue))
+    EXECUTE FUNCTION chronoq_notify_pending_v1();
+
+-- One notification when a job someone waits for (`finish_watched`, marked by `App.wait`) reaches
+-- a final state: its waiters look at their own jobs again. Only those: PostgreSQL wakes every
+-- listening connection at each NOTIFY, whatever its channel. No payload: a waiter's look is one
+-- primary-key read, and identical notifications of one transaction are folded into one.
+CREATE FUNCTION chronoq_notify_finished_v2() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('chronoq_jobs_finished', '');
     RETURN NULL;
 END;
 $$;
 
 CREATE TRIGGER chronoq_jobs_notify_finished
     AFTER UPDATE ON chronoq_jobs
-    REFERENCING NEW TABLE AS chronoq_changed_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION chronoq_notify_finished_v1();
+    FOR EACH ROW
+    WHEN (NEW.finish_watched AND NEW.status IN ('done', 'dead', 'cancelled', 'skipped')
+          AND OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION chronoq_notify_finished_v2();
 
 CREATE TABLE chronoq_schedules (
     name           text             PRIMARY KEY,

@@ -53,6 +53,7 @@ from chronoq.storage.rows import (
     retry_delay,
     schedule_args,
     schedule_from_row,
+    storable_id,
     storable_text,
 )
 from chronoq.storage.sqlstore import Connection, SqlStore, goes_in_bulk, until_keyed
@@ -418,6 +419,12 @@ class PostgresStore(SqlStore):
 
     def open_finish_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display, channel="listen_finished")
+
+    def job_watch(self, job_id: int) -> None:
+        if not storable_id(job_id):
+            return  # no job has it; the waiter's look says so
+        with self._conn() as conn:
+            conn.execute(Q["job_watch"], {"id": job_id})
 
     def close(self) -> None:
         self._pool.close()

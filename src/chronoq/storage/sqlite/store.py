@@ -412,6 +412,9 @@ class SqliteStore(SqlStore):
     def open_finish_listener(self) -> SqliteListener:
         return SqliteListener(self.path)  # any commit: a waiter looks at its job again
 
+    def job_watch(self, job_id: int) -> None:
+        """Nothing to mark: the listener signals every commit, a job's end among them."""
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
