@@ -31,13 +31,6 @@ PENDING = "chronoq_jobs"
 
 
 @pytest.fixture
-def store(pg_dsn: str) -> Iterator[PostgresStore]:
-    opened = PostgresStore(pg_dsn)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def listening(pg_dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"LISTEN {FINISHED}")
@@ -65,22 +58,22 @@ def _done(store: PostgresStore, job_id: int, token: int) -> set[int]:
 
 
 def test_the_finish_of_a_job_nobody_waits_for_notifies_no_one(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    [job_id] = insert(store)
-    job = claim_one(store)
-    assert _done(store, job_id, job.lease_token) == {job_id}
+    [job_id] = insert(pg_store)
+    job = claim_one(pg_store)
+    assert _done(pg_store, job_id, job.lease_token) == {job_id}
     assert sent_before_sentinel(pg_dsn, listening, FINISHED) == []
 
 
 def test_the_finish_of_watched_jobs_notifies_once_a_statement(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    job_ids = insert(store, params(), params(), params())
-    jobs = [claim_one(store) for _ in job_ids]
+    job_ids = insert(pg_store, params(), params(), params())
+    jobs = [claim_one(pg_store) for _ in job_ids]
     for job_id in job_ids[:2]:
-        store.job_watch(job_id)
-    finished = store.job_finish_many(
+        pg_store.job_watch(job_id)
+    finished = pg_store.job_finish_many(
         [JobFinishParams(j.id, j.lease_token, Outcome.DONE) for j in jobs]
     )
     assert finished == set(job_ids)
@@ -88,46 +81,48 @@ def test_the_finish_of_watched_jobs_notifies_once_a_statement(
 
 
 def test_a_watched_job_that_fails_and_is_retried_notifies_only_when_it_ends(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    [job_id] = insert(store)
-    job = claim_one(store)
-    store.job_watch(job_id)
+    [job_id] = insert(pg_store)
+    job = claim_one(pg_store)
+    pg_store.job_watch(job_id)
     retry = JobFinishParams(job_id, job.lease_token, Outcome.RETRY, 0.0, {"error": "E"})
-    assert store.job_finish_many([retry]) == {job_id}
+    assert pg_store.job_finish_many([retry]) == {job_id}
     assert sent_before_sentinel(pg_dsn, listening, FINISHED) == []
-    again = claim_one(store)
-    assert _done(store, job_id, again.lease_token) == {job_id}
+    again = claim_one(pg_store)
+    assert _done(pg_store, job_id, again.lease_token) == {job_id}
     assert sent_before_sentinel(pg_dsn, listening, FINISHED) == [""]
 
 
 def test_marking_a_pending_job_wakes_no_worker(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    [job_id] = insert(store)
+    [job_id] = insert(pg_store)
     assert json.loads(sent_before_sentinel(pg_dsn, listening, PENDING)[0])["queue"] == "q"
-    store.job_watch(job_id)
-    store.job_watch(job_id)  # marked already: nothing to write
+    pg_store.job_watch(job_id)
+    pg_store.job_watch(job_id)  # marked already: nothing to write
     assert sent_before_sentinel(pg_dsn, listening, PENDING) == []
-    assert get(store, job_id).status is JobStatus.PENDING
+    assert get(pg_store, job_id).status is JobStatus.PENDING
 
 
 def test_a_statement_making_many_jobs_pending_sends_one_notification_a_queue(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
-    insert(store, *[params(queue="a") for _ in range(30)], *[params(queue="b") for _ in range(30)])
-    claimed = claim(store, queues=["a", "b"], limit=60)
+    insert(
+        pg_store, *[params(queue="a") for _ in range(30)], *[params(queue="b") for _ in range(30)]
+    )
+    claimed = claim(pg_store, queues=["a", "b"], limit=60)
     sent_before_sentinel(pg_dsn, listening, PENDING)  # the inserts' own
-    assert len(store.job_release_many([ref(job) for job in claimed])) == 60
+    assert len(pg_store.job_release_many([ref(job) for job in claimed])) == 60
     sent = sent_before_sentinel(pg_dsn, listening, PENDING)
     assert sorted(json.loads(payload)["queue"] for payload in sent) == ["a", "b"]
 
 
 def test_a_deferred_job_wakes_the_workers(
-    pg_dsn: str, store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
+    pg_dsn: str, pg_store: PostgresStore, listening: psycopg.Connection[tuple[object, ...]]
 ) -> None:
     """A pending job whose run_at moves may now be due sooner: the workers look again."""
-    [job_id] = insert(store, params(delay_seconds=3600))
+    [job_id] = insert(pg_store, params(delay_seconds=3600))
     sent_before_sentinel(pg_dsn, listening, PENDING)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("UPDATE chronoq_jobs SET run_at = now() WHERE id = %s", (job_id,))
@@ -144,12 +139,12 @@ def _waiting_on_a_lock(pg_dsn: str) -> bool:
 
 
 def test_a_mark_waits_for_a_finish_under_way_and_leaves_the_ended_job_unmarked(
-    pg_dsn: str, store: PostgresStore
+    pg_dsn: str, pg_store: PostgresStore
 ) -> None:
     """The waiter's guarantee: a finish that took the row before the mark is waited for, so the
     waiter's next read sees the job ended (no notification will come for it)."""
-    [job_id] = insert(store)
-    claim_one(store)
+    [job_id] = insert(pg_store)
+    claim_one(pg_store)
     marked = threading.Event()
     with psycopg.connect(pg_dsn) as finisher:
         finisher.execute(
@@ -158,7 +153,7 @@ def test_a_mark_waits_for_a_finish_under_way_and_leaves_the_ended_job_unmarked(
             (job_id,),
         )
         watcher = threading.Thread(
-            target=lambda: (store.job_watch(job_id), marked.set()), daemon=True
+            target=lambda: (pg_store.job_watch(job_id), marked.set()), daemon=True
         )
         watcher.start()
         deadline = time.monotonic() + DEADLINE
@@ -168,7 +163,7 @@ def test_a_mark_waits_for_a_finish_under_way_and_leaves_the_ended_job_unmarked(
         finisher.commit()
     assert marked.wait(DEADLINE)
     watcher.join(DEADLINE)
-    assert get(store, job_id).status is JobStatus.DONE
+    assert get(pg_store, job_id).status is JobStatus.DONE
     with psycopg.connect(pg_dsn) as conn:
         row = conn.execute(
             "SELECT finish_watched FROM chronoq_jobs WHERE id = %s", (job_id,)
