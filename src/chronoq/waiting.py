@@ -143,14 +143,12 @@ def wait_for(store: JobStore, watcher: FinishWatcher, job_id: int, timeout: floa
     woken = threading.Event()
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
-        watched = False
+        watcher.subscribe(woken.set)
+        store.job_watch(job_id)  # listening: its end will wake us
         while True:
             woken.clear()
             if not watcher.listening_for(woken.set):
-                watcher.subscribe(woken.set)  # first, or after the listener was lost
-            if not watched:
-                store.job_watch(job_id)  # listening: its end will wake us
-                watched = True
+                watcher.subscribe(woken.set)  # the listener was lost
             job = _read(store, job_id)
             if job.status.is_final:
                 return outcome(job)
@@ -177,14 +175,12 @@ async def wait_for_async(
 
     try:
         async with asyncio.timeout(timeout):
-            watched = False
+            await asyncio.to_thread(watcher.subscribe, wake)
+            await asyncio.to_thread(store.job_watch, job_id)
             while True:
                 woken.clear()
                 if not watcher.listening_for(wake):
-                    await asyncio.to_thread(watcher.subscribe, wake)
-                if not watched:
-                    await asyncio.to_thread(store.job_watch, job_id)
-                    watched = True
+                    await asyncio.to_thread(watcher.subscribe, wake)  # the listener was lost
                 job = await asyncio.to_thread(_read, store, job_id)
                 if job.status.is_final:
                     return outcome(job)

@@ -50,6 +50,11 @@ def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def scans_jobs(node: dict[str, Any]) -> bool:
+    """Is the node a scan of chronoq_jobs (sequential, index, index-only, bitmap heap)?"""
+    return node.get("Relation Name") == "chronoq_jobs" and "Scan" in str(node["Node Type"])
+
+
 def rows_read(plan: dict[str, Any], counted: Callable[[dict[str, Any]], bool]) -> int:
     """Rows that the counted nodes of the plan returned, over all their loops."""
     return sum(

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.integration.plans import analyzed_without, explain, rows_read
+from tests.integration.plans import analyzed_without, explain, rows_read, scans_jobs
 
 TABLE_JOBS = 3_000
 IN_STATUS = 2_000  # running (or pending) when the statement runs; none when analyzed
@@ -65,12 +65,7 @@ def _rows_read(dsn: str, name: str, args: dict[str, Any], *, generic: bool) -> i
     """Rows the statement's scans of chronoq_jobs returned, over all their loops."""
     with psycopg.connect(dsn) as conn:
         plan = explain(conn, name, args, generic=generic)
-    return rows_read(
-        plan,
-        lambda node: (
-            node.get("Relation Name") == "chronoq_jobs" and "Scan" in str(node["Node Type"])
-        ),
-    )
+    return rows_read(plan, scans_jobs)
 
 
 STATEMENTS = RUNNING_STATEMENTS | PENDING_STATEMENTS

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.integration.plans import analyzed_without, explain, nodes
+from tests.integration.plans import analyzed_without, explain, nodes, scans_jobs
 
 TABLE_JOBS = 3_000
 RUNNING = 2_000  # running when the statement runs; none when analyzed
@@ -47,7 +47,7 @@ def _rows_examined(dsn: str, name: str, *, generic: bool) -> int:
         (int(node["Actual Rows"]) + int(node.get("Rows Removed by Filter", 0)))
         * int(node["Actual Loops"])
         for node in nodes(plan)
-        if node.get("Relation Name") == "chronoq_jobs" and "Scan" in str(node["Node Type"])
+        if scans_jobs(node)
     )
 
 
