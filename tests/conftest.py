@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,8 +30,10 @@ def _admin_dsn() -> str:
 
 
 def _with_database(dsn: str, name: str) -> str:
-    """The same server URL with another database name."""
-    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+    """The same server (a URL or a key=value conninfo) with another database name."""
+    if "://" in dsn:
+        return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+    return psycopg.conninfo.make_conninfo(dsn, dbname=name)
 
 
 def _missing_service(reason: str) -> None:
@@ -40,27 +42,50 @@ def _missing_service(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A fresh, migrated database for this test run; dropped at the end."""
+def _create_database(prefix: str) -> tuple[str, str]:
+    """A new empty database on the test server: its name and DSN."""
     admin = _admin_dsn()
-    name = f"chronoq_test_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     except psycopg.OperationalError as exc:
         _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
-    dsn = _with_database(admin, name)
+    return name, _with_database(admin, name)
+
+
+def _drop_databases(names: list[str]) -> None:
+    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+        for name in names:
+            drop = psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            conn.execute(drop.format(psycopg.sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh, migrated database for this test run; dropped at the end."""
+    name, dsn = _create_database("chronoq_test")
     store = PostgresStore(dsn)
     store.migrate()
     store.close()
     yield dsn
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                psycopg.sql.Identifier(name)
-            )
-        )
+    _drop_databases([name])
+
+
+@pytest.fixture
+def new_database() -> Iterator[Callable[[], str]]:
+    """Creates empty PostgreSQL databases on demand (returning their DSNs) and drops them all
+    afterwards: for tests that build, tear down or alter the schema the shared database keeps."""
+    created: list[str] = []
+
+    def create() -> str:
+        name, dsn = _create_database("chronoq_scratch")
+        created.append(name)
+        return dsn
+
+    yield create
+    if created:
+        _drop_databases(created)
 
 
 @pytest.fixture

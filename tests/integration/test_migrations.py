@@ -7,26 +7,21 @@ builds and tears down the schema that the shared test database relies on.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from chronoq.errors import ConfigError, StoreUnavailable
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlite.store import SqliteStore
 from tests.integration.cli_support import run_cli
 
-DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 BOOKKEEPING = "chronoq_migrations"  # created by migrate() itself, not by a migration
 
 # One row per object that makes up the schema, each as (kind, name, definition...). Only objects
@@ -90,49 +85,6 @@ CATALOG_QUERIES: dict[str, str] = {
         WHERE n.nspname = 'public' AND c.relname LIKE 'chronoq%%'
     """,
 }
-
-
-# -- PostgreSQL databases of our own --------------------------------------------------------
-
-
-def _admin_dsn() -> str:
-    return os.environ.get("CHRONOQ_TEST_PG_DSN", DEFAULT_PG_DSN)
-
-
-def _with_database(dsn: str, name: str) -> str:
-    if "://" in dsn:
-        return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
-    return psycopg.conninfo.make_conninfo(dsn, dbname=name)
-
-
-def _missing_service(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def new_database() -> Iterator[Callable[[], str]]:
-    """Creates empty databases on demand (returning their DSNs); drops them all afterwards."""
-    admin = _admin_dsn()
-    created: list[str] = []
-
-    def create() -> str:
-        name = f"chronoq_migration_{uuid.uuid4().hex[:10]}"
-        try:
-            with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        except psycopg.OperationalError as exc:
-            _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
-        created.append(name)
-        return _with_database(admin, name)
-
-    yield create
-    if created:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            for name in created:
-                drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                conn.execute(drop.format(sql.Identifier(name)))
 
 
 def _catalog(dsn: str, *, with_bookkeeping: bool = False) -> dict[str, list[tuple[Any, ...]]]:

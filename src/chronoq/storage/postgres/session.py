@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Self, cast
 
 import psycopg
-from psycopg.abc import Buffer
+from psycopg.abc import Buffer, Params, Query, QueryNoTemplate
 from psycopg.adapt import Loader
-from psycopg.pq import Format
+from psycopg.pq import Format, TransactionStatus
+from psycopg.rows import Row
 from psycopg.types.json import set_json_loads
 
 from chronoq.storage.sqlfile import load_dialect
@@ -48,6 +49,49 @@ class JsonbBinaryLoader(Loader):
         if data[0] != _JSONB_VERSION:
             raise psycopg.DataError(f"unknown jsonb binary format: {data[0]}")
         return json.loads(str(data[1:], "utf-8"))
+
+
+class ReplanningCursor(psycopg.Cursor[Row]):
+    """The cursor of chronoq's connections: a statement that fails because the schema changed
+    under its prepared form is prepared again and sent once more.
+
+    psycopg prepares a statement after a few executions, and PostgreSQL refuses a prepared
+    statement whose result columns changed ("cached plan must not change result type"): after a
+    migration adds a column to a table a statement reads with `*` (the claim returns
+    `chronoq_jobs` rows), every pooled connection that prepared it fails it for good, and a
+    worker running through a deploy stopped at its next claim. Outside a transaction the
+    failed statement did nothing, so this drops the connection's prepared statements and
+    sends it again; inside one, the transaction is lost and the error stands (the rollback
+    that follows drops the prepared statements: the next call works)."""
+
+    def execute(
+        self,
+        query: Query,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Self:
+        # chronoq's statements are text from its .sql files, never template strings.
+        text = cast(QueryNoTemplate, query)
+        try:
+            return super().execute(text, params, prepare=prepare, binary=binary)
+        except psycopg.errors.FeatureNotSupported as exc:
+            if not (stale_plan(exc) and _outside_transaction(self.connection)):
+                raise
+        # psycopg forgets its prepared statements when it sees this command succeed.
+        self.connection.execute(b"DEALLOCATE ALL")
+        return super().execute(text, params, prepare=prepare, binary=binary)
+
+
+def stale_plan(exc: psycopg.Error) -> bool:
+    """The error PostgreSQL raises for a prepared statement whose result columns changed (told
+    by the function raising it: the message may be translated)."""
+    return exc.diag.source_function == "RevalidateCachedQuery"
+
+
+def _outside_transaction(conn: psycopg.Connection[Any]) -> bool:
+    return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
 
 def configure_session(conn: psycopg.Connection[Any]) -> None:

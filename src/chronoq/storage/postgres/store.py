@@ -42,7 +42,7 @@ from chronoq.storage.base import (
 from chronoq.storage.dsn import check_postgres_dsn, redact
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.postgres.coordination import PostgresElector, PostgresLimitedIO
-from chronoq.storage.postgres.session import Q
+from chronoq.storage.postgres.session import Q, ReplanningCursor, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
@@ -83,7 +83,11 @@ class PostgresStore(SqlStore):
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "cursor_factory": ReplanningCursor,
+            },
             open=False,
             name="chronoq",
             timeout=connect_timeout,  # how long a checkout waits before StoreUnavailable
@@ -124,6 +128,15 @@ class PostgresStore(SqlStore):
             raise KeyConflict(f"a live job already holds that key: {_first_line(exc)}") from exc
         except psycopg.errors.IntegrityError as exc:
             raise StoreError(f"the database refused the change: {_first_line(exc)}") from exc
+        except psycopg.errors.FeatureNotSupported as exc:
+            if not stale_plan(exc):
+                raise
+            # Inside a transaction, which ReplanningCursor cannot send again: it was rolled
+            # back, and the next call prepares its statements anew.
+            raise StoreError(
+                "the schema changed during the transaction (a migration ran); nothing was "
+                "changed, try again"
+            ) from exc
 
     # -- dialect hooks (see SqlStore) -----------------------------------------------------
 
