@@ -111,3 +111,17 @@ def test_a_worker_runs_through_a_migration_that_adds_a_column(migrated: str) -> 
         assert get(app.store, after).status == JobStatus.DONE
     finally:
         app.close()
+
+
+def test_a_leader_keeps_its_term_through_a_column_added_to_the_leaders_table(
+    one_connection: PostgresStore, migrated: str
+) -> None:
+    elector = one_connection.leader_elector("scheduler", "holder-1", 30.0)
+    try:
+        terms = [elector.attempt() for _ in range(PREPARED)]
+        add_column(migrated, "chronoq_leaders")
+        renewed = elector.attempt()
+    finally:
+        elector.close()
+    assert renewed is not None and renewed.holder == "holder-1"
+    assert {term.term for term in terms if term is not None} == {renewed.term}
