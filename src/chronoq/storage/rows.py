@@ -103,6 +103,32 @@ def job_tuple_reader(columns: Sequence[str]) -> Callable[[Sequence[Any]], Job]:
     return read
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimColumns:
+    """Where the tuple rows of a claim (psycopg in binary) hold what its reader needs: each
+    row is a claimed job's columns followed by the wake-up's, which every row repeats (a claim
+    that got no job answers one row with the job's columns null)."""
+
+    read: Callable[[Sequence[Any]], Job]
+    id_at: int
+    wakeup_at: tuple[int, int, int]  # the database's now, the next run_at, the next lease expiry
+    limited_at: int
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> ClaimColumns:
+        index = list(names).index
+        return cls(
+            job_tuple_reader(names),
+            index("id"),
+            (
+                index("wakeup_db_now"),
+                index("wakeup_next_run_at"),
+                index("wakeup_next_lease_expiry"),
+            ),
+            index("wakeup_limited"),
+        )
+
+
 def _optional_json(value: Any, decode: Any) -> Any:
     return None if value is None else decode(value)
 
