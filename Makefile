@@ -60,7 +60,7 @@ bench-smoke: $(BENCH_STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos
 
-# The whole suite (about 47 minutes on 2 cores, from the run times bench/RESULTS.md reports):
+# The whole suite (about 41 minutes on 2 cores, from the run times bench/RESULTS.md reports):
 # bench/RESULTS.md, results.json and charts.
 bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench
