@@ -36,7 +36,7 @@ from psycopg.types.json import Jsonb
 from chronoq.core.jobs import Job
 from chronoq.core.ratelimit import Bucket, Candidate, ClaimPlan, KeyLimit, QueueLimits
 from chronoq.storage.base import JobClaimParams, LeaderTerm
-from chronoq.storage.postgres.session import Q, ReplanningCursor, configure_session
+from chronoq.storage.postgres.session import Q, configure_session
 from chronoq.storage.rows import job_from_row, leader_term
 
 # libpq keepalives: a server notices a vanished leader's connection within about 11 s.
@@ -94,12 +94,7 @@ class PostgresElector:
         if self._conn is None or self._conn.closed:
             self._held = False
             conn = psycopg.connect(
-                self._dsn,
-                autocommit=True,
-                row_factory=dict_row,
-                cursor_factory=ReplanningCursor,
-                connect_timeout=5,
-                **KEEPALIVES,
+                self._dsn, autocommit=True, row_factory=dict_row, connect_timeout=5, **KEEPALIVES
             )
             configure_session(conn)
             self._conn = conn

@@ -95,6 +95,8 @@ def _outside_transaction(conn: psycopg.Connection[Any]) -> bool:
 
 
 def configure_session(conn: psycopg.Connection[Any]) -> None:
+    """Every chronoq connection's set-up: its cursors, JSON loaders and session settings."""
+    conn.cursor_factory = ReplanningCursor
     set_json_loads(load_json, conn)
     conn.adapters.register_loader("jsonb", JsonbBinaryLoader)
     conn.execute(Q["session_setup"])

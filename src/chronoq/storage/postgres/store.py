@@ -43,7 +43,7 @@ from chronoq.storage.base import (
 from chronoq.storage.dsn import check_postgres_dsn, redact
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.postgres.coordination import PostgresElector, PostgresLimitedIO
-from chronoq.storage.postgres.session import Q, ReplanningCursor, stale_plan
+from chronoq.storage.postgres.session import Q, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
@@ -86,11 +86,7 @@ class PostgresStore(SqlStore):
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={
-                "autocommit": True,
-                "row_factory": dict_row,
-                "cursor_factory": ReplanningCursor,
-            },
+            kwargs={"autocommit": True, "row_factory": dict_row},
             open=False,
             name="chronoq",
             timeout=connect_timeout,  # how long a checkout waits before StoreUnavailable
@@ -134,7 +130,7 @@ class PostgresStore(SqlStore):
         except psycopg.errors.FeatureNotSupported as exc:
             if not stale_plan(exc):
                 raise
-            # Inside a transaction, which ReplanningCursor cannot send again: it was rolled
+            # Inside a transaction, which the session's cursor cannot send again: it was rolled
             # back, and the next call prepares its statements anew.
             raise StoreError(
                 "the schema changed during the transaction (a migration ran); nothing was "
