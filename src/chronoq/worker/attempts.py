@@ -21,9 +21,9 @@ from chronoq.storage.base import JobStore
 from chronoq.worker.context import JobContext
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Attempt:
-    """One attempt of a job this worker holds a lease on."""
+    """One attempt of a job this worker holds a lease on (slots: the worker builds one a job)."""
 
     job: Job
     ctx: JobContext

@@ -62,8 +62,9 @@ class Inbox:
         """Results queued and not yet taken for a batch."""
         return len(self._items)
 
-    def put(self, result: Result) -> None:
-        self._items.append(result)
+    def put(self, job: Job, params: JobFinishParams) -> None:
+        """Queue a result for the next batch (the queue is unbounded: this never waits)."""
+        self._items.append(Result(job, params))
         self._unreported += 1
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -112,14 +113,12 @@ class Completer:
         self.worker_id = shared.worker_id
         self.stop_now = stop_now
         self.results = Inbox()
+        # The worker queues a result a job: the inbox's own method, without a call in between.
+        self.put: Callable[[Job, JobFinishParams], None] = self.results.put
         # Called after each batch is reported: the results may free room for claims.
         self.on_reported: Callable[[], None] = lambda: None
         # Results of timed-out sync attempts, reported last (see STUCK_RETRY_FLOOR).
         self._held_back: list[Result] = []
-
-    def put(self, job: Job, params: JobFinishParams) -> None:
-        """Queue a result for the next batch (the queue is unbounded: this never waits)."""
-        self.results.put(Result(job, params))
 
     def hold_back(self, job: Job, params: JobFinishParams) -> None:
         """Report this attempt only at shutdown, just before the process exits."""
@@ -149,7 +148,7 @@ class Completer:
         await self._drain(timeout)
         if self._held_back:
             for result in self._held_back:
-                self.results.put(result)
+                self.results.put(result.job, result.params)
             self._held_back.clear()
             await self._drain(timeout)
 

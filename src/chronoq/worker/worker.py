@@ -504,9 +504,11 @@ class Worker:
         attempts = []
         worker_id, store, on_fenced = self.worker_id, self.app.store, self._fenced
         output_limit = self.executor.output_limit
+        # One clock reading for the batch: their leases started together, at the claim.
+        claimed_at = time.monotonic()
         for job in jobs:
             ctx = JobContext(job, worker_id, store, on_fenced=on_fenced, output_limit=output_limit)
-            attempt = Attempt(job, ctx)
+            attempt = Attempt(job, ctx, claimed_at)
             self.holdings.hold(attempt)
             attempts.append(attempt)
         self._start_buffered()
@@ -565,9 +567,8 @@ class Worker:
             return  # nothing claimed ahead waits, or every slot is taken
         # The loop's own create_task: asyncio.create_task adds two Python calls per job.
         create_task = self._rt.loop.create_task
-        now = time.monotonic()
         for attempt in attempts:
-            attempt.started = now
+            # `started` is read when the task runs (`_execute`), one loop turn from now.
             attempt.task = create_task(self._execute(attempt), name=f"chronoq-job-{attempt.job.id}")
         # Emitted before the handlers run: the tasks start only when the loop next turns.
         self.events.emit(JobsStarted(self.worker_id, [attempt.job for attempt in attempts]))
