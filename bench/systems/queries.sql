@@ -194,3 +194,18 @@ VALUES (
     %(lease_seconds)s
 )
 RETURNING id
+
+-- name: claim_head_no_autovacuum
+-- bench.claim_head: the entries of claimed jobs stay until the benchmark's own VACUUM.
+ALTER TABLE chronoq_jobs SET (autovacuum_enabled = false)
+
+-- name: claim_head_finished
+-- bench.claim_head: a retention window's history, finished a day ago (outside the claim index).
+INSERT INTO chronoq_jobs (queue, task, status, run_at, attempts, max_attempts, started_at,
+                          finished_at)
+SELECT 'default', 'noop', 'done', now() - interval '1 day', 1, 3, now() - interval '1 day',
+       now() - interval '1 day'
+FROM generate_series(1, %(count)s)
+
+-- name: claim_head_vacuum
+VACUUM chronoq_jobs

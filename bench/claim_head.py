@@ -1,0 +1,249 @@
+"""`python -m bench.claim_head`: what the jobs claimed since the last vacuum cost each claim.
+
+A claim takes the due jobs of a queue in `run_at` order from the left of
+`chronoq_jobs_claim_idx (queue, priority, run_at, id) WHERE status = 'pending'`. Claiming a job
+updates its row, and the index entry of its pending version stays where it was until VACUUM
+removes it: PostgreSQL marks such entries dead as scans pass them, but a scan still reads their
+pages, and new jobs are inserted at the right end, so no page split ever clears the left end.
+Every claim therefore steps over the entries of every job claimed since the last vacuum. This
+measures how much that costs, and what a VACUUM gives back.
+
+One run: a fresh database with chronoq's migrations, `--finished` finished jobs (a retention
+window's worth of history, which sizes the table autovacuum sees) and `--pending` due no-op
+jobs, VACUUM ANALYZE; then one connection claims `--batch` jobs and finishes them with
+chronoq's own statements (`job_claim`, `job_complete_many`, prepared), autovacuum off for the
+table. After a warm-up of WARM_UP claims and a VACUUM, at each mark (jobs claimed since that
+vacuum) it times `--sample` claims: the median round
+trip of a claim and its backend's CPU per claim (/proc, over the whole sample). After the last
+mark it runs VACUUM (timed) and takes one more sample.
+
+Writes `claim_head.md` and `.json` beside this module (`--out DIR` elsewhere); `--smoke` runs a
+few hundred jobs and writes nowhere unless told.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from bench.cpu import process_seconds
+from bench.harness import with_database
+from bench.machine import describe
+from bench.schema_cost import REDIS_DEFAULT, admin_dsn
+from bench.systems.sql import Q as BENCH_Q
+from bench.systems.sql import copy_noop_jobs
+from chronoq import App
+from chronoq.storage.postgres.store import bigint_array_text
+from chronoq.storage.sqlfile import load_dialect
+
+Q = load_dialect("chronoq.storage.postgres")
+DATABASE = "chronoq_claim_head"
+HERE = Path(__file__).resolve().parent
+MARKS = (0, 25_000, 100_000, 250_000, 500_000)
+WARM_UP = 20  # claims before the first mark
+
+
+@dataclass(frozen=True)
+class Sample:
+    label: str
+    claimed_since_vacuum: int
+    claim_ms: float  # median round trip of one claim
+    server_ms: float  # the backend's CPU per claim, over the sample
+
+
+class Drainer:
+    """One connection claiming and finishing with chronoq's statements."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]], batch: int) -> None:
+        self.conn = conn
+        self.backend = int(_one(conn, "SELECT pg_backend_pid() AS v"))
+        self.claimed = 0
+        self.args = {
+            "queues": ["default"],
+            "limit": batch,
+            "worker_id": "claim-head",
+            "now": None,
+            "leases": Jsonb({"noop": 60.0}),
+            "max_attempts": Jsonb({"noop": 3}),
+            "default_max_attempts": 20,
+        }
+
+    def round(self) -> float:
+        """Claim a batch and finish it; the claim's round trip, in seconds."""
+        started = time.perf_counter()
+        rows = self.conn.execute(Q["job_claim"], self.args, prepare=True, binary=True).fetchall()
+        took = time.perf_counter() - started
+        claimed = [row for row in rows if row["id"] is not None]
+        if not claimed:
+            raise RuntimeError(f"the queue ran out after {self.claimed} claimed jobs")
+        ids = bigint_array_text([row["id"] for row in claimed])
+        tokens = bigint_array_text([row["lease_token"] for row in claimed])
+        self.conn.execute(
+            Q["job_complete_many"], {"ids": ids, "tokens": tokens}, prepare=True
+        ).fetchall()
+        self.claimed += len(claimed)
+        return took
+
+    def sample(self, label: str, since_vacuum: int, claims: int) -> Sample:
+        cpu_before = process_seconds(self.backend)
+        took = [self.round() for _ in range(claims)]
+        cpu = process_seconds(self.backend) - cpu_before
+        return Sample(label, since_vacuum, statistics.median(took) * 1e3, cpu / claims * 1e3)
+
+
+def fresh_database(admin: str, database: str, finished: int, pending: int) -> str:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in ("drop_database", "create_database"):
+            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(database)))
+    dsn = with_database(admin, database)
+    app = App(dsn, pool_size=1)
+    try:
+        app.migrate()
+    finally:
+        app.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(BENCH_Q["claim_head_no_autovacuum"])
+        conn.execute(BENCH_Q["claim_head_finished"], {"count": finished})
+        copy_noop_jobs(conn, pending)
+        conn.execute(BENCH_Q["vacuum_analyze"])
+        conn.execute(BENCH_Q["checkpoint"])
+    return dsn
+
+
+def measure(
+    finished: int,
+    marks: Sequence[int],
+    batch: int,
+    claims: int,
+    admin: str,
+    database: str = DATABASE,
+) -> tuple[list[Sample], float]:
+    """The samples at each mark and after a VACUUM, and the VACUUM's seconds."""
+    pending = marks[-1] + ((len(marks) + 1) * claims + WARM_UP) * batch
+    dsn = fresh_database(admin, database, finished, pending)
+    samples = []
+    try:
+        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            drainer = Drainer(conn, batch)
+            # The first executions plan the claim anew each time (psycopg prepares it at the
+            # fifth, and PostgreSQL settles on its generic plan after five more): warmed up,
+            # then vacuumed, so the first mark measures the claim as a worker runs it.
+            for _ in range(WARM_UP):
+                drainer.round()
+            vacuum = _vacuum(conn)
+            base = drainer.claimed
+            for mark in marks:
+                while drainer.claimed - base < mark:
+                    drainer.round()
+                samples.append(drainer.sample("no vacuum since", drainer.claimed - base, claims))
+                print(_line(samples[-1]), flush=True)
+            vacuum = _vacuum(conn)
+            samples.append(drainer.sample("after VACUUM", 0, claims))
+            print(_line(samples[-1]), f"(VACUUM {vacuum:.2f} s)", flush=True)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(database)))
+    return samples, vacuum
+
+
+def _vacuum(conn: psycopg.Connection[dict[str, Any]]) -> float:
+    started = time.perf_counter()
+    conn.execute(BENCH_Q["claim_head_vacuum"])
+    return time.perf_counter() - started
+
+
+def _line(sample: Sample) -> str:
+    return (
+        f"{sample.label} {sample.claimed_since_vacuum:,}: claim {sample.claim_ms:.2f} ms, "
+        f"server {sample.server_ms:.2f} ms"
+    )
+
+
+def _one(conn: psycopg.Connection[dict[str, Any]], query: str) -> Any:
+    row = conn.execute(query.encode()).fetchone()
+    if row is None:
+        raise RuntimeError(f"no row from {query!r}")
+    return row["v"]
+
+
+def report(
+    samples: Sequence[Sample], vacuum_s: float, settings: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    first = samples[0]
+    lines = [
+        "# What the jobs claimed since the last vacuum cost each claim",
+        "",
+        f"`python -m bench.claim_head` on {settings['machine']}, {settings['date']}, commit "
+        f"{settings['commit']}: a table of {settings['finished']:,} finished jobs and the due "
+        f"ones, claimed {settings['batch']} at a time and finished on one connection, "
+        f"autovacuum off for the table; each row is {settings['claims']} claims: the median "
+        "round trip of one and the backend's CPU per claim.",
+        "",
+        "| jobs claimed since the last vacuum | claim, ms | server CPU a claim, ms | "
+        "against the first |",
+        "|---|---:|---:|---:|",
+    ]
+    for sample in samples:
+        since = (
+            f"{sample.claimed_since_vacuum:,}"
+            if sample.label == "no vacuum since"
+            else f"0, after a VACUUM of {vacuum_s:.2f} s"
+        )
+        ratio = sample.claim_ms / first.claim_ms if first.claim_ms else float("nan")
+        lines.append(f"| {since} | {sample.claim_ms:.2f} | {sample.server_ms:.2f} | {ratio:.2f}× |")
+    results = {
+        "settings": settings,
+        "vacuum_s": vacuum_s,
+        "samples": [asdict(sample) for sample in samples],
+    }
+    return "\n".join(lines) + "\n", results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.claim_head", description=__doc__)
+    parser.add_argument("--finished", type=int, default=3_000_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--sample", type=int, default=100, help="claims timed at each mark")
+    parser.add_argument("--smoke", action="store_true", help="a few hundred jobs")
+    parser.add_argument("--out", type=Path, help="where the report goes (default bench/)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        finished, marks, batch, claims = 200, (0, 200), 10, 5
+    else:
+        finished, marks, batch, claims = args.finished, MARKS, args.batch, args.sample
+    samples, vacuum_s = measure(finished, marks, batch, claims, admin_dsn())
+    described = describe(admin_dsn(), os.environ.get("CHRONOQ_BENCH_REDIS", REDIS_DEFAULT))
+    settings = {
+        "finished": finished,
+        "batch": batch,
+        "claims": claims,
+        "machine": f"{described['cpu']}, {described['cores']} cores, {described['postgres']}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": described["chronoq_commit"],
+    }
+    text, results = report(samples, vacuum_s, settings)
+    print(text)
+    out = args.out if args.out else (None if args.smoke else HERE)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "claim_head.md").write_text(text, encoding="utf-8")
+        (out / "claim_head.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The claim-head benchmark at a tiny size against the real server: the marks are reached with
+chronoq's own statements, the VACUUM runs, and the report has a row per mark and one after the
+VACUUM. Its figures mean nothing at this size."""
+
+from __future__ import annotations
+
+import psycopg
+from bench.claim_head import measure, report
+
+from tests.conftest import _admin_dsn, _missing_service
+
+
+def test_every_mark_is_sampled_and_the_vacuum_reported() -> None:
+    admin = _admin_dsn()
+    try:
+        psycopg.connect(admin, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
+    samples, vacuum_s = measure(
+        finished=100,
+        marks=(0, 100),
+        batch=10,
+        claims=3,
+        admin=admin,
+        database="chronoq_claim_head_test",
+    )
+
+    assert [s.claimed_since_vacuum for s in samples] == [0, 100, 0]
+    assert samples[-1].label == "after VACUUM" and vacuum_s >= 0
+    assert all(s.claim_ms > 0 and s.server_ms >= 0 for s in samples)
+    text, results = report(
+        samples,
+        vacuum_s,
+        {"finished": 100, "batch": 10, "claims": 3}
+        | {"machine": "test", "date": "today", "commit": "HEAD"},
+    )
+    assert len(results["samples"]) == 3
+    assert "| 100 |" in text and "after a VACUUM" in text
