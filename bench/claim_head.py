@@ -13,9 +13,9 @@ window's worth of history, which sizes the table autovacuum sees) and `--pending
 jobs, VACUUM ANALYZE; then one connection claims `--batch` jobs and finishes them with
 chronoq's own statements (`job_claim`, `job_complete_many`, prepared), autovacuum off for the
 table. After a warm-up of WARM_UP claims and a VACUUM, at each mark (jobs claimed since that
-vacuum) it times `--sample` claims: the median round
-trip of a claim and its backend's CPU per claim (/proc, over the whole sample). After the last
-mark it runs VACUUM (timed) and takes one more sample.
+vacuum) it takes a CHECKPOINT and times `--sample` claims: the median round trip of a claim and
+its backend's CPU per claim (/proc, over the whole sample). After the last mark it runs VACUUM
+(timed) and takes one more sample.
 
 Writes `claim_head.md` and `.json` beside this module (`--out DIR` elsewhere); `--smoke` runs a
 few hundred jobs and writes nowhere unless told.
@@ -99,6 +99,9 @@ class Drainer:
         return took
 
     def sample(self, label: str, since_vacuum: int, claims: int) -> Sample:
+        # Every sample starts after a checkpoint, so each pays alike for the full-page images
+        # of the first change to a page after one (a drain of 500,000 jobs brings several).
+        self.conn.execute(BENCH_Q["checkpoint"])
         cpu_before = process_seconds(self.backend)
         took = [self.round() for _ in range(claims)]
         cpu = process_seconds(self.backend) - cpu_before
@@ -190,8 +193,8 @@ def report(
         f"`python -m bench.claim_head` on {settings['machine']}, {settings['date']}, commit "
         f"{settings['commit']}: a table of {settings['finished']:,} finished jobs and the due "
         f"ones, claimed {settings['batch']} at a time and finished on one connection, "
-        f"autovacuum off for the table; each row is {settings['claims']} claims: the median "
-        "round trip of one and the backend's CPU per claim.",
+        f"autovacuum off for the table; each row is {settings['claims']} claims after a "
+        "CHECKPOINT: the median round trip of one and the backend's CPU per claim.",
         "",
         "| jobs claimed since the last vacuum | claim, ms | server CPU a claim, ms | "
         "against the first |",
