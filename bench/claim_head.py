@@ -24,29 +24,22 @@ few hundred jobs and writes nowhere unless told.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench.cpu import process_seconds
-from bench.harness import with_database
-from bench.machine import describe
-from bench.schema_cost import REDIS_DEFAULT, admin_dsn
+from bench.standalone import admin_dsn, drop_database, migrated_database, run_settings, write_report
 from bench.systems.sql import Q as BENCH_Q
 from bench.systems.sql import copy_noop_jobs
-from chronoq import App
 from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
@@ -109,15 +102,7 @@ class Drainer:
 
 
 def fresh_database(admin: str, database: str, finished: int, pending: int) -> str:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(database)))
-    dsn = with_database(admin, database)
-    app = App(dsn, pool_size=1)
-    try:
-        app.migrate()
-    finally:
-        app.close()
+    dsn = migrated_database(admin, database)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(BENCH_Q["claim_head_no_autovacuum"])
         conn.execute(BENCH_Q["claim_head_finished"], {"count": finished})
@@ -158,8 +143,7 @@ def measure(
             samples.append(drainer.sample("after VACUUM", 0, claims))
             print(_line(samples[-1]), f"(VACUUM {vacuum:.2f} s)", flush=True)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(database)))
+        drop_database(admin, database)
     return samples, vacuum
 
 
@@ -229,22 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         finished, marks, batch, claims = args.finished, MARKS, args.batch, args.sample
     samples, vacuum_s = measure(finished, marks, batch, claims, admin_dsn())
-    described = describe(admin_dsn(), os.environ.get("CHRONOQ_BENCH_REDIS", REDIS_DEFAULT))
-    settings = {
-        "finished": finished,
-        "batch": batch,
-        "claims": claims,
-        "machine": f"{described['cpu']}, {described['cores']} cores, {described['postgres']}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": described["chronoq_commit"],
-    }
+    settings = run_settings(admin_dsn(), finished=finished, batch=batch, claims=claims)
     text, results = report(samples, vacuum_s, settings)
     print(text)
-    out = args.out if args.out else (None if args.smoke else HERE)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "claim_head.md").write_text(text, encoding="utf-8")
-        (out / "claim_head.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    write_report(
+        args.out if args.out else (None if args.smoke else HERE), "claim_head", text, results
+    )
     return 0
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -41,9 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
-from bench.harness import with_database
+from bench.standalone import admin_dsn, drop_database, migrated_database
 from bench.systems.sql import Q as BENCH_Q
 from chronoq.worker.loops import EVENT_LOOPS
 
@@ -66,21 +64,13 @@ class Count:
         return (self.instructions_large - self.instructions_small) / (self.large - self.small)
 
 
-def admin_dsn() -> str:
-    return os.environ.get("CHRONOQ_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
 def fill(admin: str, jobs: int) -> str:
     """A fresh database with chronoq's schema and `jobs` due no-op jobs; its DSN."""
     from chronoq import App, JobSpec
 
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(DATABASE)))
-    dsn = with_database(admin, DATABASE)
+    dsn = migrated_database(admin, DATABASE)
     app = App(dsn, pool_size=1)
     try:
-        app.migrate()
         app.enqueue_many(JobSpec("noop") for _ in range(jobs))
     finally:
         app.close()
@@ -132,8 +122,7 @@ def measure(
                     raise RuntimeError(f"{worker} left {left} of {jobs} jobs unfinished")
             counts.append(Count(worker, batch, small, large, totals[0], totals[1]))
             print(f"{worker}: {counts[-1].per_job:,.0f} instructions per job", flush=True)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(DATABASE)))
+    drop_database(admin, DATABASE)
     return counts
 
 

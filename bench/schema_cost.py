@@ -28,35 +28,28 @@ a few hundred jobs and writes nowhere unless told.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench.cpu import process_seconds
-from bench.harness import with_database
-from bench.machine import describe
+from bench.standalone import admin_dsn, drop_database, migrated_database, run_settings, write_report
 from bench.systems.sql import Q as BENCH_Q
 from bench.systems.sql import copy_noop_jobs
-from chronoq import App
 from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
 DATABASE = "chronoq_schema_cost"
 HERE = Path(__file__).resolve().parent
-REDIS_DEFAULT = "redis://127.0.0.1:6379/14"
 
 
 @dataclass(frozen=True)
@@ -124,20 +117,8 @@ class Run:
     jobs_per_s: float
 
 
-def admin_dsn() -> str:
-    return os.environ.get("CHRONOQ_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
 def fresh_database(admin: str, database: str, variant: Variant, jobs: int) -> str:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(database)))
-    dsn = with_database(admin, database)
-    app = App(dsn, pool_size=1)
-    try:
-        app.migrate()
-    finally:
-        app.close()
+    dsn = migrated_database(admin, database)
     with psycopg.connect(dsn, autocommit=True) as conn:
         for statement in variant.ddl:
             conn.execute(statement.encode())
@@ -211,8 +192,7 @@ def measure(
                     flush=True,
                 )
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(database)))
+        drop_database(admin, database)
     return runs
 
 
@@ -269,22 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     jobs, repeats = (300, 1) if args.smoke else (args.jobs, args.repeats)
     runs = measure(VARIANTS, jobs, args.batch, repeats, admin_dsn())
-    described = describe(admin_dsn(), os.environ.get("CHRONOQ_BENCH_REDIS", REDIS_DEFAULT))
-    settings = {
-        "jobs": jobs,
-        "batch": args.batch,
-        "repeats": repeats,
-        "machine": f"{described['cpu']}, {described['cores']} cores, {described['postgres']}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": described["chronoq_commit"],
-    }
+    settings = run_settings(admin_dsn(), jobs=jobs, batch=args.batch, repeats=repeats)
     text, results = report(VARIANTS, runs, settings)
     print(text)
-    out = args.out if args.out else (None if args.smoke else HERE)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "schema_cost.md").write_text(text, encoding="utf-8")
-        (out / "schema_cost.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    write_report(
+        args.out if args.out else (None if args.smoke else HERE), "schema_cost", text, results
+    )
     return 0
 
 
