@@ -9,8 +9,8 @@ Every claim therefore steps over the entries of every job claimed since the last
 measures how much that costs, and what a VACUUM gives back.
 
 One run: a fresh database with chronoq's migrations, `--finished` finished jobs (a retention
-window's worth of history, which sizes the table autovacuum sees) and `--pending` due no-op
-jobs, VACUUM ANALYZE; then one connection claims `--batch` jobs and finishes them with
+window's worth of history, which sizes the table autovacuum sees) and as many due no-op jobs
+as the marks need, VACUUM ANALYZE; then one connection claims `--batch` jobs and finishes them with
 chronoq's own statements (`job_claim`, `job_complete_many`, prepared), autovacuum off for the
 table. After a warm-up of WARM_UP claims and a VACUUM, at each mark (jobs claimed since that
 vacuum) it takes a CHECKPOINT and times `--sample` claims: the median round trip of a claim and
@@ -132,7 +132,7 @@ def measure(
             # then vacuumed, so the first mark measures the claim as a worker runs it.
             for _ in range(WARM_UP):
                 drainer.round()
-            vacuum = _vacuum(conn)
+            _vacuum(conn)
             base = drainer.claimed
             for mark in marks:
                 while drainer.claimed - base < mark:
