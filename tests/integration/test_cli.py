@@ -86,13 +86,14 @@ def test_migrate_applies_to_a_new_sqlite_file(tmp_path: Path) -> None:
 def test_migrate_on_postgresql_reverts_and_applies_its_own_migration(pg_dsn: str) -> None:
     """0006 (enqueue from SQL), 0009 (the partial status index), 0010 (the running-queue
     index kept off the lease statements), 0011 and 0012 (finish notifications for watched jobs)
-    are PostgreSQL's alone: down to 0005 reverts 0006 and the newer ones, up applies them
-    again."""
+    and 0013 (the jobs table's vacuum settings) are PostgreSQL's alone: down to 0005 reverts
+    0006 and the newer ones, up applies them again."""
     try:
         down = run_cli("migrate", "--dsn", pg_dsn, "--to", "0005", "--json")
         assert down.json() == {
             "applied": [],
             "reverted": [
+                "0013_jobs_vacuum",
                 "0012_watched_finish_notify",
                 "0011_finish_watched",
                 "0010_running_queue_index",
@@ -107,6 +108,7 @@ def test_migrate_on_postgresql_reverts_and_applies_its_own_migration(pg_dsn: str
             "applied 0006_enqueue_function\napplied 0007_output\napplied 0008_unique_trace\n"
             "applied 0009_status_index\napplied 0010_running_queue_index\n"
             "applied 0011_finish_watched\napplied 0012_watched_finish_notify\n"
+            "applied 0013_jobs_vacuum\n"
         )
     finally:
         run_cli("migrate", "--dsn", pg_dsn)  # the shared database stays fully migrated

@@ -28,7 +28,8 @@ BOOKKEEPING = "chronoq_migrations"  # created by migrate() itself, not by a migr
 # named chronoq_* in the public schema count; the bookkeeping table is compared separately.
 CATALOG_QUERIES: dict[str, str] = {
     "relation": """
-        SELECT c.relname, c.relkind::text, c.relpersistence::text
+        SELECT c.relname, c.relkind::text, c.relpersistence::text,
+               coalesce(array_to_string(c.reloptions, ','), '')
         FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
         WHERE n.nspname = 'public' AND c.relname LIKE 'chronoq%%'
     """,
@@ -152,6 +153,24 @@ def test_migrations_produce_schema_sql(new_database: Callable[[], str]) -> None:
     actual = _catalog(from_schema)
     for kind in CATALOG_QUERIES:
         assert actual[kind] == expected[kind], f"schema.sql and the migrations differ in {kind}s"
+
+
+@pytest.mark.postgres
+def test_the_jobs_table_is_vacuumed_after_a_fixed_number_of_dead_rows_indexes_included(
+    new_database: Callable[[], str],
+) -> None:
+    dsn = new_database()
+    _migrate(dsn)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = 'chronoq_jobs'::regclass"
+        ).fetchone()
+    assert row is not None
+    assert set(row[0]) == {
+        "autovacuum_vacuum_scale_factor=0",
+        "autovacuum_vacuum_threshold=50000",
+        "vacuum_index_cleanup=on",
+    }
 
 
 @pytest.mark.postgres

@@ -53,6 +53,12 @@ CREATE TABLE chronoq_jobs (
     CONSTRAINT chronoq_jobs_tick_check
         CHECK ((schedule IS NULL) = (tick IS NULL) AND ticks >= 1),
     CONSTRAINT chronoq_jobs_progress_check CHECK (progress BETWEEN 0 AND 1)
+) WITH (
+    -- Vacuumed after a fixed number of dead rows, indexes included: the entries of claimed jobs
+    -- stay at the left of the claim index, where every claim starts, until a vacuum removes them.
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 50000,
+    vacuum_index_cleanup = on
 );
 
 -- Claims walk this index in claim order and stop at the first not-yet-due row of a priority.
