@@ -568,7 +568,7 @@ class Worker:
         # The loop's own create_task: asyncio.create_task adds two Python calls per job.
         create_task = self._rt.loop.create_task
         for attempt in attempts:
-            # `started` is read when the task runs (`_execute`), one loop turn from now.
+            # `_execute` stamps `started` when the task runs, one loop turn from now.
             attempt.task = create_task(self._execute(attempt), name=f"chronoq-job-{attempt.job.id}")
         # Emitted before the handlers run: the tasks start only when the loop next turns.
         self.events.emit(JobsStarted(self.worker_id, [attempt.job for attempt in attempts]))
