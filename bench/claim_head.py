@@ -34,13 +34,13 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from bench.cpu import process_seconds
-from bench.standalone import admin_dsn, drop_database, migrated_database, run_settings, write_report
+from bench.harness import drop_database
+from bench.standalone import admin_dsn, migrated_database, run_settings, write_report
+from bench.systems.bare_sql import claim_args, finish_args
 from bench.systems.sql import Q as BENCH_Q
 from bench.systems.sql import copy_noop_jobs
-from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
@@ -63,17 +63,9 @@ class Drainer:
 
     def __init__(self, conn: psycopg.Connection[dict[str, Any]], batch: int) -> None:
         self.conn = conn
-        self.backend = int(_one(conn, "SELECT pg_backend_pid() AS v"))
+        self.backend = conn.info.backend_pid
         self.claimed = 0
-        self.args = {
-            "queues": ["default"],
-            "limit": batch,
-            "worker_id": "claim-head",
-            "now": None,
-            "leases": Jsonb({"noop": 60.0}),
-            "max_attempts": Jsonb({"noop": 3}),
-            "default_max_attempts": 20,
-        }
+        self.args = claim_args(batch, worker_id="claim-head")
 
     def round(self) -> float:
         """Claim a batch and finish it; the claim's round trip, in seconds."""
@@ -83,11 +75,7 @@ class Drainer:
         claimed = [row for row in rows if row["id"] is not None]
         if not claimed:
             raise RuntimeError(f"the queue ran out after {self.claimed} claimed jobs")
-        ids = bigint_array_text([row["id"] for row in claimed])
-        tokens = bigint_array_text([row["lease_token"] for row in claimed])
-        self.conn.execute(
-            Q["job_complete_many"], {"ids": ids, "tokens": tokens}, prepare=True
-        ).fetchall()
+        self.conn.execute(Q["job_complete_many"], finish_args(claimed), prepare=True).fetchall()
         self.claimed += len(claimed)
         return took
 
@@ -158,13 +146,6 @@ def _line(sample: Sample) -> str:
         f"{sample.label} {sample.claimed_since_vacuum:,}: claim {sample.claim_ms:.2f} ms, "
         f"server {sample.server_ms:.2f} ms"
     )
-
-
-def _one(conn: psycopg.Connection[dict[str, Any]], query: str) -> Any:
-    row = conn.execute(query.encode()).fetchone()
-    if row is None:
-        raise RuntimeError(f"no row from {query!r}")
-    return row["v"]
 
 
 def report(

@@ -264,11 +264,21 @@ def with_database(dsn: str, database: str, **query: str) -> str:
     return urlunsplit(parts._replace(path=f"/{database}", query=joined))
 
 
+def recreate_database(admin_dsn: str, database: str) -> None:
+    """`database` dropped, if it exists, and made again, empty."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        for name in ("drop_database", "create_database"):
+            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(database)))
+
+
+def drop_database(admin_dsn: str, database: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL(Q["drop_database"]).format(db=sql.Identifier(database)))
+
+
 def fresh_environment(settings: Settings) -> Target:
     """An empty bench database, a flushed Redis database and no SQLite file."""
-    with psycopg.connect(settings.admin_dsn, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(settings.database)))
+    recreate_database(settings.admin_dsn, settings.database)
     client = redis.Redis.from_url(settings.redis_url)
     client.flushdb()
     client.close()

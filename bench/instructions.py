@@ -41,7 +41,8 @@ from pathlib import Path
 
 import psycopg
 
-from bench.standalone import admin_dsn, drop_database, migrated_database
+from bench.harness import drop_database
+from bench.standalone import admin_dsn, migrated_database
 from bench.systems.sql import Q as BENCH_Q
 from chronoq.worker.loops import EVENT_LOOPS
 
@@ -195,16 +196,16 @@ def _serve_store(dsn: str, batch: int) -> None:
 def _serve_bare(dsn: str, batch: int) -> None:
     from psycopg.rows import dict_row
 
-    from bench.systems.bare_sql import Q, _claim_args, _finish_args
+    from bench.systems.bare_sql import Q, claim_args, finish_args
 
     with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
-        claim_args = _claim_args(batch)
+        args = claim_args(batch)
         while True:
-            rows = conn.execute(Q["job_claim"], claim_args, prepare=True, binary=True).fetchall()
+            rows = conn.execute(Q["job_claim"], args, prepare=True, binary=True).fetchall()
             rows = [row for row in rows if row["id"] is not None]
             if not rows:
                 return
-            conn.execute(Q["job_complete_many"], _finish_args(rows), prepare=True).fetchall()
+            conn.execute(Q["job_complete_many"], finish_args(rows), prepare=True).fetchall()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

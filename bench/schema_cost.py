@@ -38,13 +38,13 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from bench.cpu import process_seconds
-from bench.standalone import admin_dsn, drop_database, migrated_database, run_settings, write_report
+from bench.harness import drop_database
+from bench.standalone import admin_dsn, migrated_database, run_settings, write_report
+from bench.systems.bare_sql import claim_args, finish_args
 from bench.systems.sql import Q as BENCH_Q
 from bench.systems.sql import copy_noop_jobs
-from chronoq.storage.postgres.store import bigint_array_text
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.postgres")
@@ -129,29 +129,19 @@ def fresh_database(admin: str, database: str, variant: Variant, jobs: int) -> st
 
 
 def drain(dsn: str, jobs: int, batch: int) -> Run:
-    claim_args = {
-        "queues": ["default"],
-        "limit": batch,
-        "worker_id": "schema-cost",
-        "now": None,
-        "leases": Jsonb({"noop": 60.0}),
-        "max_attempts": Jsonb({"noop": 3}),
-        "default_max_attempts": 20,
-    }
+    args = claim_args(batch, worker_id="schema-cost")
     with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
-        backend = _one(conn, "SELECT pg_backend_pid() AS v")
+        backend = conn.info.backend_pid
         cpu_before = process_seconds(backend)
         started = time.perf_counter()
         done = 0
         while True:
-            rows = conn.execute(Q["job_claim"], claim_args, prepare=True, binary=True).fetchall()
+            rows = conn.execute(Q["job_claim"], args, prepare=True, binary=True).fetchall()
             claimed = [row for row in rows if row["id"] is not None]
             if not claimed:
                 break
-            ids = bigint_array_text([row["id"] for row in claimed])
-            tokens = bigint_array_text([row["lease_token"] for row in claimed])
             finished = conn.execute(
-                Q["job_complete_many"], {"ids": ids, "tokens": tokens}, prepare=True
+                Q["job_complete_many"], finish_args(claimed), prepare=True
             ).fetchall()
             done += len(finished)
         seconds = time.perf_counter() - started
@@ -159,13 +149,6 @@ def drain(dsn: str, jobs: int, batch: int) -> Run:
     if done != jobs:
         raise RuntimeError(f"drained {done} jobs of {jobs}")
     return Run(cpu / jobs * 1e6, jobs / seconds)
-
-
-def _one(conn: psycopg.Connection[dict[str, Any]], query: str) -> Any:
-    row = conn.execute(query.encode()).fetchone()
-    if row is None:
-        raise RuntimeError(f"no row from {query!r}")
-    return row["v"]
 
 
 def measure(

@@ -11,12 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from bench.harness import with_database
+from bench.harness import recreate_database, with_database
 from bench.machine import describe
-from bench.systems.sql import Q as BENCH_Q
 
 REDIS_DEFAULT = "redis://127.0.0.1:6379/14"
 
@@ -30,9 +26,7 @@ def migrated_database(admin: str, database: str) -> str:
     """`database` dropped, made again and migrated to chronoq's schema; its DSN."""
     from chronoq import App
 
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(BENCH_Q[name]).format(db=sql.Identifier(database)))
+    recreate_database(admin, database)
     dsn = with_database(admin, database)
     app = App(dsn, pool_size=1)
     try:
@@ -40,11 +34,6 @@ def migrated_database(admin: str, database: str) -> str:
     finally:
         app.close()
     return dsn
-
-
-def drop_database(admin: str, database: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL(BENCH_Q["drop_database"]).format(db=sql.Identifier(database)))
 
 
 def run_settings(admin: str, **settings: Any) -> dict[str, Any]:

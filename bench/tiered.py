@@ -40,10 +40,9 @@ from typing import Any
 
 import psycopg
 import redis
-from psycopg import sql
 
 from bench import cpu, services, timing_wheel
-from bench.harness import ROOT, BenchError, Settings, latency_stats
+from bench.harness import ROOT, BenchError, Settings, latency_stats, recreate_database
 from bench.stats import summary
 from bench.systems.sql import Q
 from bench.tier_proc import Spec, build_app, build_leader
@@ -82,9 +81,7 @@ def stack() -> Iterator[Stack]:
 
 def fresh(stack: Stack, dispatch: str, **spec: Any) -> Spec:
     """An empty database migrated for `dispatch`, an empty Redis; the spec of its processes."""
-    with psycopg.connect(stack.pg.admin_dsn, autocommit=True) as conn:
-        for name in ("drop_database", "create_database"):
-            conn.execute(sql.SQL(Q[name]).format(db=sql.Identifier(DATABASE)))
+    recreate_database(stack.pg.admin_dsn, DATABASE)
     client = redis.Redis.from_url(stack.redis_url)
     client.flushdb()
     client.close()

@@ -102,11 +102,9 @@ class BareSQL(ChronoqPostgres):
         with psycopg.connect(target.pg_dsn, autocommit=True, row_factory=dict_row) as conn:
             conn.execute(Q["session_setup"])
             ready()
-            claim_args = _claim_args(config.batch)
+            args = claim_args(config.batch)
             while not stop:
-                rows = conn.execute(
-                    Q["job_claim"], claim_args, prepare=True, binary=True
-                ).fetchall()
+                rows = conn.execute(Q["job_claim"], args, prepare=True, binary=True).fetchall()
                 # The claim always answers one row; a job row has an id, the wake-up alone not.
                 rows = [row for row in rows if row["id"] is not None]
                 if not rows:
@@ -114,14 +112,15 @@ class BareSQL(ChronoqPostgres):
                     continue
                 for row in rows:
                     recorder.started(row["payload"].get("t"))
-                conn.execute(Q["job_complete_many"], _finish_args(rows), prepare=True).fetchall()
+                conn.execute(Q["job_complete_many"], finish_args(rows), prepare=True).fetchall()
 
 
-def _claim_args(batch: int) -> dict[str, Any]:
+def claim_args(batch: int, worker_id: str = "bare") -> dict[str, Any]:
+    """`job_claim`'s parameters for the bench's no-op jobs, as chronoq's worker sends them."""
     return {
         "queues": ["default"],
         "limit": batch,
-        "worker_id": "bare",
+        "worker_id": worker_id,
         "now": None,
         "leases": Jsonb({"noop": 60.0}),
         "max_attempts": Jsonb({"noop": 3}),
@@ -129,7 +128,7 @@ def _claim_args(batch: int) -> dict[str, Any]:
     }
 
 
-def _finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def finish_args(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The store's finish of a batch of successes: ids and tokens (job_complete_many)."""
     return {
         "ids": bigint_array_text([row["id"] for row in rows]),
