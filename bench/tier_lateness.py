@@ -32,10 +32,10 @@ from typing import Any
 from bench.harness import Settings, fresh_environment, latency_stats
 from chronoq import App, JobSpec, JobStatus, Worker, WorkerOptions
 from chronoq.coordination import StaticElector
-from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
 from chronoq.observability.events import Observers, Subscription, TimersMoved
 from chronoq.storage.base import JobListParams
+from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.redis import RedisTimerStore, connect
 
 PARTITIONS = 4
 CONCURRENCY = 16

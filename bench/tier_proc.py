@@ -25,15 +25,15 @@ from typing import Any
 
 from chronoq import App
 from chronoq.coordination import PartitionElector, StaticElector
-from chronoq.coordination.etcd import EtcdElector
-from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
 from chronoq.observability.events import (
     Observers,
     PartitionLeaderChanged,
     Subscription,
     TimersMoved,
 )
+from chronoq.tier.etcd.elector import EtcdElector
+from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.redis import RedisTimerStore, connect
 from chronoq.worker.worker import Worker, WorkerOptions
 
 PREFIX = "chronoq-bench"

@@ -33,8 +33,8 @@ import redis
 from redis.utils import HIREDIS_AVAILABLE
 
 from bench.stats import percentile, summary
-from chronoq.dispatch.ports import Delivery, Timer
-from chronoq.dispatch.redis import STAGE_BATCH, RedisStreamReader, RedisTimerStore, connect
+from chronoq.tier.ports import Delivery, Timer
+from chronoq.tier.redis import STAGE_BATCH, RedisStreamReader, RedisTimerStore, connect
 
 NOW = 1_800_000_000_000
 PARTITIONS = 4

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.stats import summary
-from chronoq.timing import TimingWheel
+from chronoq.tier.wheel import TimingWheel
 
 Key = tuple[int, int]  # (job_id, token), as a partition leader keys its timers
 START = 1_000.0  # the simulated monotonic clock at the start of each run, seconds

@@ -40,10 +40,7 @@ import redis
 
 from bench.tiermodel.costs import Costs
 from bench.timing_wheel import Case, Inputs, memory_once, run_once
-from chronoq.coordination._gateway import Gateway, parse_endpoint
 from chronoq.core.jobs import Outcome
-from chronoq.dispatch.ports import Timer
-from chronoq.dispatch.redis import STAGE_BATCH, RedisStreamReader, RedisTimerStore, connect
 from chronoq.storage.base import (
     JobClaimIdsParams,
     JobFinishParams,
@@ -53,6 +50,9 @@ from chronoq.storage.base import (
     StageRow,
 )
 from chronoq.storage.postgres.store import PostgresStore
+from chronoq.tier.etcd.gateway import Gateway, parse_endpoint
+from chronoq.tier.ports import Timer
+from chronoq.tier.redis import STAGE_BATCH, RedisStreamReader, RedisTimerStore, connect
 
 PARTITIONS = 16
 INSERT_BATCH = 1_000

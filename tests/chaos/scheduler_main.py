@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import IO, Any, TypeVar
 
-from chronoq.dispatch.ports import Moved, PartitionLost, StaleEpoch, Takeover, Timer, TimerStore
-from chronoq.dispatch.tiered.wiring import open_leader
 from chronoq.observability.events import Observers
 from chronoq.observability.logs import configure_logging
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions, default_holder_id
+from chronoq.tier.ports import Moved, PartitionLost, StaleEpoch, Takeover, Timer, TimerStore
+from chronoq.tier.wiring import open_leader
 from tests.chaos.workload import app
 
 T = TypeVar("T")

@@ -41,8 +41,8 @@ from pathlib import Path
 import psycopg
 
 import chronoq
-from chronoq.coordination import EtcdElector
 from chronoq.errors import ChronoqError
+from chronoq.tier.etcd import EtcdElector
 from tests.chaos.checker import Findings, read_histories
 from tests.chaos.cluster import ClusterUnavailable, PrivateCluster
 from tests.chaos.runner import REPO, Outcome, Run, Scenario

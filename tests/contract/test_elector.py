@@ -17,13 +17,13 @@ from typing import Protocol
 import pytest
 
 from chronoq.coordination import (
-    EtcdElector,
     Leadership,
     PartitionElector,
     PartitionLeader,
     StaticElector,
 )
 from chronoq.errors import ConfigError
+from chronoq.tier.etcd import EtcdElector
 from tests.helpers import wait_until
 from tests.services.etcd import EtcdCluster
 

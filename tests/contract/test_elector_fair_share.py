@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chronoq.coordination._share import FairShare
+from chronoq.tier.etcd.share import FairShare
 
 holders = st.lists(st.text("abcdef", min_size=1, max_size=4), min_size=1, max_size=9, unique=True)
 partition_counts = st.integers(min_value=1, max_value=64)

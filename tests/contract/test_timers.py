@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from chronoq.dispatch.ports import (
+from chronoq.tier.ports import (
     Delivery,
     PartitionLost,
     StaleEpoch,
@@ -22,7 +22,7 @@ from chronoq.dispatch.ports import (
     Timer,
     TimerStore,
 )
-from chronoq.dispatch.redis import MAX_MOVE_LIMIT, RedisStreamReader, RedisTimerStore, connect
+from chronoq.tier.redis import MAX_MOVE_LIMIT, RedisStreamReader, RedisTimerStore, connect
 
 NOW = 1_800_000_000_000  # ms: any instant works, the store keeps no clock of its own
 P = 3  # the partition most tests use

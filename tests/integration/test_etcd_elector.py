@@ -16,8 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from chronoq.coordination import EtcdElector, Leadership
+from chronoq.coordination import Leadership
 from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd import EtcdElector
 from tests.helpers import wait_until
 from tests.services.etcd import EtcdCluster
 from tests.services.etcd_electors import (

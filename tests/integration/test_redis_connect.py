@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from chronoq.dispatch.ports import PartitionLost, Timer
-from chronoq.dispatch.redis import RedisTimerStore, RedisUnavailable, connect
 from chronoq.errors import ConfigError, InvalidDSN, StoreError
+from chronoq.tier.ports import PartitionLost, Timer
+from chronoq.tier.redis import RedisTimerStore, RedisUnavailable, connect
 from tests.services.redis import PrivateRedis
 
 

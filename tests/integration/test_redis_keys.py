@@ -8,8 +8,8 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from chronoq.dispatch.ports import Timer
-from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect, partition_keys
+from chronoq.tier.ports import Timer
+from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect, partition_keys
 
 
 def test_every_key_a_partition_writes_maps_to_its_slot(

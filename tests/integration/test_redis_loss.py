@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from chronoq.dispatch.ports import PartitionLost, Timer
-from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect
+from chronoq.tier.ports import PartitionLost, Timer
+from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect
 from tests.services.redis import PrivateRedis
 
 NOW = 1_800_000_000_000

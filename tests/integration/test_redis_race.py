@@ -8,8 +8,8 @@ from collections import Counter
 
 import redis
 
-from chronoq.dispatch.ports import Moved, Timer
-from chronoq.dispatch.redis import RedisTimerStore, connect, partition_keys
+from chronoq.tier.ports import Moved, Timer
+from chronoq.tier.redis import RedisTimerStore, connect, partition_keys
 
 NOW = 1_800_000_000_000
 TIMERS = 2_000

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from chronoq.dispatch.ports import Delivery, Timer
-from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect, partition_keys
+from chronoq.tier.ports import Delivery, Timer
+from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect, partition_keys
 from tests.helpers import wait_until
 
 NOW = 1_800_000_000_000

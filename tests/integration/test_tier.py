@@ -17,9 +17,6 @@ import pytest
 import chronoq
 from chronoq import App, JobStatus, WorkerOptions
 from chronoq.coordination import StaticElector
-from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
-from chronoq.dispatch.tiered.wiring import open_reader, partition_count
 from chronoq.errors import ConfigError
 from chronoq.observability.events import (
     Event,
@@ -30,8 +27,11 @@ from chronoq.observability.events import (
     Subscription,
     TimersMoved,
 )
+from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.redis import RedisTimerStore, connect
+from chronoq.tier.source import StreamJobSource
+from chronoq.tier.wiring import open_reader, partition_count
 from chronoq.worker.source import Taken
-from chronoq.worker.streamsource import StreamJobSource
 from tests.helpers import running_worker, wait_until
 from tests.services.tier import PARTITIONS, leading
 from tests.services.tier import tiered_app as bare_tiered_app

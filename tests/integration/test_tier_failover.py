@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from chronoq import App, JobStatus, WorkerOptions
-from chronoq.coordination import EtcdElector
-from chronoq.dispatch.tiered.leader import TierLeader
-from chronoq.dispatch.tiered.status import read_tier, status_reader
 from chronoq.observability.events import (
     PartitionLeaderChanged,
     PartitionReconciled,
     TimersMoved,
 )
 from chronoq.observability.metrics import Metrics
+from chronoq.tier.etcd import EtcdElector
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.metrics import watch
+from chronoq.tier.status import read_tier, status_reader
 from tests.helpers import running_worker, wait_until
 from tests.integration.cli_support import Spawner, run_cli
 from tests.integration.test_tier import TierEvents, statuses
@@ -263,7 +264,7 @@ def test_metrics_count_the_tier_and_read_its_partitions(
     tier_app: App, etcd_cluster: Any, redis_url: str
 ) -> None:
     metrics = Metrics()
-    metrics.watch_tier(status_reader(tier_app))
+    watch(metrics, status_reader(tier_app))
     elector = etcd_elector(tier_app, etcd_cluster, "metrics")
     with (
         leading(tier_app, redis_url, elector, [metrics], TTL / 10),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from importlib import resources
 
 import chronoq
-from chronoq.dispatch.redis.scripts import lua_source
 from chronoq.storage.sqlfile import load_dialect, load_migrations
+from chronoq.tier.redis.scripts import lua_source
 
 
 def main() -> None:

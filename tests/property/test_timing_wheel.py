@@ -39,7 +39,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from chronoq.timing import TimingWheel
+from chronoq.tier.wheel import TimingWheel
 
 Key = tuple[int, int]  # (job id, token), as a leader keys its timers
 KEYS = st.sampled_from([(job, token) for job in range(6) for token in (1, 2)])

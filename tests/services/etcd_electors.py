@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from chronoq.coordination import EtcdElector, Leadership, PartitionElector
+from chronoq.coordination import Leadership, PartitionElector
+from chronoq.tier.etcd import EtcdElector
 
 ROOT = Path(__file__).resolve().parents[2]
 

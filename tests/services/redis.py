@@ -4,7 +4,7 @@
   cannot be reached the test skips with the reason, or fails when CI is set.
 - `redis_prefix`: a key prefix of its own for each test (`chronoq-test-<8 hex>`); its keys are
   deleted afterwards, so tests share the server without seeing each other.
-- `redis_client`: a client of `redis_url` from `chronoq.dispatch.redis.connect`, closed after.
+- `redis_client`: a client of `redis_url` from `chronoq.tier.redis.connect`, closed after.
 - `private_redis`: a `redis-server` of the test's own on a free loopback port, without
   persistence (`--save "" --appendonly no`), in a temp dir; `restart()` kills it and starts it
   again, empty, on the same port, as a crashed Redis without persistence comes back. For the
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from chronoq.dispatch.redis import connect
 from chronoq.errors import StoreError
+from chronoq.tier.redis import connect
 from tests.helpers import wait_until
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/9"

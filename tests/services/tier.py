@@ -10,9 +10,9 @@ from typing import Any
 
 from chronoq import App
 from chronoq.coordination import PartitionElector, StaticElector
-from chronoq.dispatch.redis import RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
 from chronoq.observability.events import Observer, Observers
+from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.redis import RedisTimerStore, connect
 
 PARTITIONS = 4
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from chronoq.errors import ConfigError
-from chronoq.timing import TimingWheel
-from chronoq.timing.wheel import MAX_TICK
+from chronoq.tier.wheel import MAX_TICK, TimingWheel
 
 QUARTER = 0.25
 

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
-from chronoq.dispatch.tiered.status import TierView, read_tier
+from chronoq.tier.status import TierView, read_tier
 
 
 def tier_status(run: Invocation) -> int:

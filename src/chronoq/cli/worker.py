@@ -119,9 +119,10 @@ def watch_app(metrics: Metrics, app: App) -> None:
     every partition read from Redis."""
     metrics.watch_store(lambda: app.store)
     if app.config.dispatch == "tiered":
-        from chronoq.dispatch.tiered.status import status_reader
+        from chronoq.tier.metrics import watch
+        from chronoq.tier.status import status_reader
 
-        metrics.watch_tier(status_reader(app))
+        watch(metrics, status_reader(app))
 
 
 def ensure_metrics(app: App, port: int | None) -> Metrics | None:

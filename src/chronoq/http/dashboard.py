@@ -29,7 +29,6 @@ from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.core.timetext import schedule_times
-from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
 from chronoq.fleetview import next_fire, ordered, scheduler_warning
 from chronoq.http import fields
@@ -60,6 +59,7 @@ from chronoq.storage.base import (
     JobListParams,
     ProcessListParams,
 )
+from chronoq.tier.status import read_tier
 
 PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,14 +44,15 @@ from chronoq.observability.events import (
     WriteFenced,
 )
 from chronoq.observability.recent import RecentFinished
-from chronoq.observability.tiermetrics import TierCollector, TierCounters
+from chronoq.observability.tiercounters import TierCounters
 from chronoq.storage.base import Overview, ProcessListParams, ScheduleAdvance
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from chronoq.dispatch.ports import PartitionStatus
     from chronoq.storage.base import JobStore
+    from chronoq.tier.metrics import TierCollector
+    from chronoq.tier.ports import PartitionStatus
 
 log = logging.getLogger("chronoq.metrics")
 _K = TypeVar("_K")
@@ -316,10 +318,15 @@ class Metrics:
         return collector
 
     def watch_tier(self, statuses: Callable[[], list[PartitionStatus]]) -> TierCollector:
-        """Expose the tier's per-partition state read from Redis at each scrape."""
-        collector = TierCollector(statuses)
-        self.registry.register(collector)
-        return collector
+        """Deprecated: `chronoq.tier.metrics.watch(metrics, statuses)`, the tier's own."""
+        warnings.warn(
+            "Metrics.watch_tier is deprecated; use chronoq.tier.metrics.watch(metrics, statuses)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from chronoq.tier.metrics import watch
+
+        return watch(self, statuses)
 
     # -- exposition -----------------------------------------------------------------------
 

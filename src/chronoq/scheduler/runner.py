@@ -40,7 +40,7 @@ from chronoq.storage.base import LeaderElector, LeaderTerm
 
 if TYPE_CHECKING:
     from chronoq.app import App
-    from chronoq.dispatch.tiered.leader import TierLeader
+    from chronoq.tier.leader import TierLeader
 
 log = logging.getLogger("chronoq.scheduler")
 DUTY = "scheduler"
@@ -181,7 +181,7 @@ class Scheduler:
     def _start_tier(self) -> threading.Thread | None:
         """Tiered dispatch: lead partitions too, beside the leader-only services."""
         if self._tier is None and self.app.config.dispatch == "tiered":
-            from chronoq.dispatch.tiered.wiring import open_leader
+            from chronoq.tier.wiring import open_leader
 
             self._tier = open_leader(self.app, self.holder, self.events)
         if self._tier is None:

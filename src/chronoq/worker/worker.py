@@ -71,7 +71,7 @@ from chronoq.storage.base import JobFinishParams, JobHandOffParams, JobLeaseRef
 from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
-from chronoq.worker.dbsource import DbJobSource
+from chronoq.worker.dbdispatch import DbJobSource
 from chronoq.worker.executor import Executor, cancelled, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
@@ -265,8 +265,8 @@ class Worker:
                 "burst mode drains the jobs table, which tiered workers do not read: run it "
                 "with dispatch 'db' (CHRONOQ_DISPATCH=db)"
             )
-        from chronoq.dispatch.tiered.wiring import open_reader
-        from chronoq.worker.streamsource import StreamJobSource
+        from chronoq.tier.source import StreamJobSource
+        from chronoq.tier.wiring import open_reader
 
         reader = open_reader(self.app, self.queues, self.worker_id)
         return StreamJobSource(self.app, self.worker_id, reader, prefetch=2 * opts.concurrency)

@@ -23,10 +23,10 @@ Redis failure `StoreError`; the ports' `StaleEpoch` and `PartitionLost` come fro
 
 from __future__ import annotations
 
-from chronoq.dispatch.redis.connection import RedisUnavailable, connect
-from chronoq.dispatch.redis.keys import DEFAULT_PREFIX, PartitionKeys, partition_keys
-from chronoq.dispatch.redis.streams import DEFAULT_GROUP, RedisStreamReader
-from chronoq.dispatch.redis.timers import MAX_MOVE_LIMIT, STAGE_BATCH, RedisTimerStore
+from chronoq.tier.redis.connection import RedisUnavailable, connect
+from chronoq.tier.redis.keys import DEFAULT_PREFIX, PartitionKeys, partition_keys
+from chronoq.tier.redis.streams import DEFAULT_GROUP, RedisStreamReader
+from chronoq.tier.redis.timers import MAX_MOVE_LIMIT, STAGE_BATCH, RedisTimerStore
 
 __all__ = [
     "DEFAULT_GROUP",

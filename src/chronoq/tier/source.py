@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from chronoq.core.jobs import Job
-from chronoq.dispatch.ports import Delivery, StreamReader
 from chronoq.errors import ChronoqError
 from chronoq.storage.base import IdClaim, JobClaimIdsParams, JobLeaseRef
+from chronoq.tier.ports import Delivery, StreamReader
 from chronoq.worker.source import Taken
 
 if TYPE_CHECKING:

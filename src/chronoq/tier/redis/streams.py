@@ -45,10 +45,10 @@ from typing import Any
 import redis
 from redis.typing import KeyT, StreamIdT
 
-from chronoq.dispatch.ports import Delivery
-from chronoq.dispatch.redis.connection import redis_errors
-from chronoq.dispatch.redis.keys import check_partition, check_prefix, check_queue, partition_keys
-from chronoq.dispatch.redis.replies import as_list, text
+from chronoq.tier.ports import Delivery
+from chronoq.tier.redis.connection import redis_errors
+from chronoq.tier.redis.keys import check_partition, check_prefix, check_queue, partition_keys
+from chronoq.tier.redis.replies import as_list, text
 
 log = logging.getLogger("chronoq.dispatch")
 

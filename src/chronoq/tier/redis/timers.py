@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import redis
 
-from chronoq.dispatch.ports import (
+from chronoq.tier.ports import (
     Moved,
     PartitionLost,
     PartitionStatus,
@@ -38,16 +38,16 @@ from chronoq.dispatch.ports import (
     Takeover,
     Timer,
 )
-from chronoq.dispatch.redis.connection import redis_errors
-from chronoq.dispatch.redis.keys import (
+from chronoq.tier.redis.connection import redis_errors
+from chronoq.tier.redis.keys import (
     DEFAULT_PREFIX,
     PartitionKeys,
     check_prefix,
     check_queue,
     partition_keys,
 )
-from chronoq.dispatch.redis.replies import as_list, integer, optional_integer, text
-from chronoq.dispatch.redis.scripts import register_timer_scripts
+from chronoq.tier.redis.replies import as_list, integer, optional_integer, text
+from chronoq.tier.redis.scripts import register_timer_scripts
 
 log = logging.getLogger("chronoq.dispatch")
 

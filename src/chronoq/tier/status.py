@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from chronoq.dispatch.ports import PartitionStatus
 from chronoq.errors import ChronoqError
+from chronoq.tier.ports import PartitionStatus
 
 if TYPE_CHECKING:
     from chronoq.app import App
     from chronoq.coordination.base import PartitionLeader
-    from chronoq.dispatch.ports import TimerStore
+    from chronoq.tier.ports import TimerStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def read_tier(app: App) -> TierView:
     `problems`, not raised, so the other half is still shown."""
     if app.config.dispatch != "tiered":
         return TierView(app.config.dispatch, [], [], [])
-    from chronoq.dispatch.tiered.wiring import open_timer_store, partition_count, read_leaders
+    from chronoq.tier.wiring import open_timer_store, partition_count, read_leaders
 
     count = partition_count(app)
     problems: list[str] = []
@@ -70,7 +70,7 @@ def partition_statuses(timers: TimerStore, count: int, now_ms: int) -> list[Part
 
 
 def _statuses(timers: TimerStore, count: int, app: App) -> dict[int, PartitionStatus]:
-    from chronoq.dispatch.tiered.dbclock import due_ms
+    from chronoq.tier.dbclock import due_ms
 
     try:
         now_ms = due_ms(app.store.db_now())
@@ -95,8 +95,8 @@ def _view(
 
 def status_reader(app: App) -> Callable[[], list[PartitionStatus]]:
     """For /metrics: each call reads every partition's state from Redis (one client, kept)."""
-    from chronoq.dispatch.tiered.dbclock import due_ms
-    from chronoq.dispatch.tiered.wiring import open_timer_store, partition_count
+    from chronoq.tier.dbclock import due_ms
+    from chronoq.tier.wiring import open_timer_store, partition_count
 
     count = partition_count(app)
     timers: list[TimerStore] = []

@@ -36,8 +36,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from chronoq.coordination.base import Leadership, PartitionElector
-from chronoq.dispatch.ports import PartitionLost, StaleEpoch, Timer, TimerStore
-from chronoq.dispatch.tiered.dbclock import DbClock, due_ms
 from chronoq.errors import ChronoqError
 from chronoq.observability.events import (
     MoveRefused,
@@ -48,7 +46,9 @@ from chronoq.observability.events import (
     TimersStaged,
 )
 from chronoq.storage.base import JobStageParams, StageRow
-from chronoq.timing import TimingWheel
+from chronoq.tier.dbclock import DbClock, due_ms
+from chronoq.tier.ports import PartitionLost, StaleEpoch, Timer, TimerStore
+from chronoq.tier.wheel import TimingWheel
 
 if TYPE_CHECKING:
     from chronoq.app import App

@@ -1,22 +1,19 @@
-"""The metrics of the scale-out tier, per partition (part of `Metrics`; docs/metrics.md).
+"""The counters of the scale-out tier, per partition (part of `Metrics`; docs/metrics.md).
 
-Counted where the work happens, in the scheduler process that leads a partition: timers staged
-and moved, moves the epoch fence refused, reconciles after Redis lost a partition, leader changes.
-Stream lag and staged timers are read from Redis at scrape time (`TierCollector`), so any process
-that can reach Redis reports them for every partition, led or not.
+Counted from the events a partition leader emits, in the scheduler process that leads: timers
+staged and moved, moves the epoch fence refused, reconciles after Redis lost a partition, leader
+changes. They are declared in every registry, as the job counters are, so the names a dashboard
+queries do not depend on the dispatch mode; what is read from Redis at scrape time is the tier's
+own collector (`chronoq.tier.metrics`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from chronoq.dispatch.ports import PartitionStatus
-from chronoq.errors import ChronoqError
 from chronoq.observability.events import (
     MoveRefused,
     PartitionLeaderChanged,
@@ -26,7 +23,6 @@ from chronoq.observability.events import (
     TimersStaged,
 )
 
-log = logging.getLogger("chronoq.metrics")
 PARTITION = ("partition",)
 # Move lateness: the goal is a few milliseconds; a failover costs a TTL.
 MOVE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -96,46 +92,3 @@ class TierCounters:
         partition = str(event.partition)
         self.leader_changes.labels(partition).inc()
         self.leading.labels(partition).set(0 if event.epoch is None else 1)
-
-
-class TierCollector:
-    """Per-partition gauges read from Redis at scrape time: staged timers, due timers, stream
-    length and consumer-group lag. A scrape that cannot reach Redis reports `chronoq_tier_up 0`."""
-
-    def __init__(self, statuses: Callable[[], list[PartitionStatus]]) -> None:
-        self._statuses = statuses
-
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("chronoq_tier_up", "1 when the scrape could read Redis.")
-        try:
-            statuses = self._statuses()
-        except ChronoqError as exc:
-            log.warning("cannot read the tier's state from Redis: %s", exc)
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        yield up
-        families = {
-            "staged": GaugeMetricFamily(
-                "chronoq_tier_staged", "Timers staged in Redis.", labels=PARTITION
-            ),
-            "due": GaugeMetricFamily(
-                "chronoq_tier_due", "Staged timers already due (not yet moved).", labels=PARTITION
-            ),
-            "stream_length": GaugeMetricFamily(
-                "chronoq_tier_stream_length",
-                "Entries in the partition's streams.",
-                labels=PARTITION,
-            ),
-            "stream_lag": GaugeMetricFamily(
-                "chronoq_tier_stream_lag", "Entries not yet read by any worker.", labels=PARTITION
-            ),
-        }
-        for status in statuses:
-            for name, family in families.items():
-                family.add_metric([str(status.partition)], getattr(status, name))
-        yield from families.values()

@@ -63,18 +63,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chronoq.coordination._gateway import (
+from chronoq.coordination.base import Leadership, PartitionLeader
+from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd.gateway import (
     EtcdUnreachable,
     Gateway,
     KeyValue,
     LeaseNotFound,
     parse_endpoints,
 )
-from chronoq.coordination._share import FairShare
-from chronoq.coordination.base import Leadership, PartitionLeader
-from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd.share import FairShare
 
-log = logging.getLogger(__name__)
+# The logger keeps the name it had before the elector moved into the tier: log filters use it.
+log = logging.getLogger("chronoq.coordination.etcd")
 
 __all__ = ["EtcdElector"]
 

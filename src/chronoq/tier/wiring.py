@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from chronoq.coordination.etcd import EtcdElector
-from chronoq.dispatch.redis import RedisStreamReader, RedisTimerStore, connect
-from chronoq.dispatch.tiered.leader import TierLeader, TierOptions
 from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd.elector import EtcdElector
+from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect
 
 if TYPE_CHECKING:
     from chronoq.app import App

@@ -13,7 +13,7 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-_PACKAGE = "chronoq.dispatch.redis"
+_PACKAGE = "chronoq.tier.redis"
 
 
 def lua_source(name: str) -> str:

@@ -1,1 +1,0 @@
-"""Tiered dispatch: partition leaders move due jobs onto Redis Streams (see docs/tier.md)."""
