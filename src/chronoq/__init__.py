@@ -15,7 +15,7 @@ send_email.configure(delay="4h").defer(to="b@example.com", subject="hi")
 
 import importlib.metadata
 
-from chronoq.app import App, Task
+from chronoq.app import App
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.enqueue import Enqueued, JobSpec
@@ -57,6 +57,7 @@ from chronoq.errors import (
     WaitTimeout,
 )
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
+from chronoq.task import Task
 from chronoq.worker.context import JobContext
 from chronoq.worker.stats import WorkerStats
 from chronoq.worker.worker import Worker, WorkerOptions

@@ -31,18 +31,14 @@ from typing import (
     Any,
     ClassVar,
     Concatenate,
-    Generic,
     ParamSpec,
-    Protocol,
     TypeVar,
-    Unpack,
     overload,
 )
 
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.enqueue import (
-    MAX_ATTEMPTS_LIMIT,
     RENAMED_OPTIONS,
     Enqueued,
     EnqueueDefaults,
@@ -53,25 +49,23 @@ from chronoq.core.enqueue import (
     prepare,
 )
 from chronoq.core.jobs import Job
-from chronoq.core.misfire import RUN_LATE, Misfire, job_misfire
+from chronoq.core.misfire import job_misfire
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import (
-    PRIORITY_RANGE,
-    PayloadShape,
-    check_int,
     check_name,
-    check_positive_seconds,
     check_schedule_name,
 )
-from chronoq.deferrer import DEFER_OPTIONS, DeferOptions, Deferrer, configure, payload_of
+from chronoq.deferrer import DEFER_OPTIONS
 from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
-from chronoq.fleet import FleetLookup
+from chronoq.fleet.beacon import FleetLookup
 from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.observability.tracing import EnqueueTracer
 from chronoq.scheduling import SyncReport, key_limit, queue_limit_params, schedule_params
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import JobInsertParams, QueueLimitParams
+from chronoq.task import ScheduleDecorator, TaskDecorator
+from chronoq.task import Task as Task  # chronoq.app.Task, as it was before tasks had a module
 from chronoq.waiting import FinishWatcher, wait_for, wait_for_async
 
 if TYPE_CHECKING:
@@ -81,100 +75,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("chronoq.app")
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Task(Generic[P, R]):
-    """A registered handler. Calling it runs the function; `defer` enqueues a job for it, and
-    `configure` sets the job's options.
-
-    `P` is the handler's payload: its parameters after a first `ctx: JobContext`, if any, so
-    type checkers hold `defer` to them. A direct call is checked for the payload, with or
-    without a context.
-    """
-
-    def __init__(
-        self,
-        app: App,
-        fn: Callable[..., R],
-        *,
-        name: str,
-        queue: str,
-        max_attempts: int,
-        backoff: Backoff,
-        lease: float,
-        priority: int,
-        misfire: Misfire = RUN_LATE,
-        timeout: timedelta | float | None = None,
-    ) -> None:
-        self.app = app
-        self.fn = fn
-        self.name = check_name("task", name)
-        self.queue = check_name("queue", queue)
-        self.max_attempts = check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
-        if not isinstance(backoff, Backoff):
-            raise ConfigError(f"backoff must be a chronoq.Backoff, got {backoff!r}")
-        self.backoff = backoff
-        self.lease = check_positive_seconds("lease", lease)
-        self.priority = check_int("priority", priority, *PRIORITY_RANGE)
-        self.misfire = misfire
-        self.timeout = None if timeout is None else check_positive_seconds("timeout", timeout)
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self.takes_context, self.payload_signature = _split_context(fn)
-        self.payload_shape = PayloadShape.of(self.name, self.payload_signature)
-
-    # A handler that takes a context is called with one, the others without: the types cannot
-    # tell the two apart (`P` leaves the context out), so both calls are checked for the rest.
-    @overload
-    def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-    @overload
-    def __call__(self, ctx: JobContext, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
-
-    def __call__(self, /, *args: Any, **kwargs: Any) -> R:
-        return self.fn(*args, **kwargs)
-
-    def defer(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
-        """Enqueue a job whose payload is the handler's arguments (by keyword, or by position
-        for parameters that take both). Every name is the payload's: options go through
-        `configure`."""
-        return self.app.enqueue(self.name, payload_of(self, args, kwargs))
-
-    async def defer_async(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
-        return await self.app.enqueue_async(self.name, payload_of(self, args, kwargs))
-
-    def configure(self, **options: Unpack[DeferOptions]) -> Deferrer[P]:
-        """This task with enqueue options, each checked now: `delay` or `run_at`, `key`,
-        `queue`, `priority`, `max_attempts`, `misfire`, `misfire_grace`, `rate_key`,
-        `unique_for` and `conn`, as `App.enqueue` takes them. Its `defer` and `defer_async`
-        take the payload::
-
-            send_email.configure(delay="4h", key="welcome-42").defer(to="a@b.c", subject="hi")
-        """
-        return configure(self, options)
-
-    def __repr__(self) -> str:
-        return f"<Task {self.name} queue={self.queue}>"
-
-
-class _TaskDecorator(Protocol):
-    @overload
-    def __call__(self, fn: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
-
-    @overload
-    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
-
-
-class _ScheduleDecorator(Protocol):
-    """`App.schedule` as a decorator: it gives back the task, registering a function first."""
-
-    @overload
-    def __call__(self, target: Task[P, R], /) -> Task[P, R]: ...
-
-    @overload
-    def __call__(self, target: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
-
-    @overload
-    def __call__(self, target: Callable[P, R], /) -> Task[P, R]: ...
 
 
 class App:
@@ -249,7 +149,7 @@ class App:
         misfire: str = "run_late",
         misfire_grace: timedelta | float | str | None = None,
         timeout: timedelta | float | None = None,
-    ) -> _TaskDecorator: ...
+    ) -> TaskDecorator: ...
 
     def task(  # type: ignore[misc]  # mypy misreads the optional positional-only `fn`
         self,
@@ -563,7 +463,7 @@ class App:
         misfire_grace: timedelta | float | str | None = None,
         catch_up: int | None = None,
         jitter: timedelta | float | str | None = None,
-    ) -> _ScheduleDecorator: ...
+    ) -> ScheduleDecorator: ...
 
     def schedule(
         self,
@@ -759,24 +659,6 @@ class App:
     async def wait_async(self, job_id: int, *, timeout: float | None = None) -> Any:
         """`wait` for async code: the event loop is never blocked."""
         return await wait_for_async(self.store, self._watcher, job_id, timeout)
-
-
-def _split_context(fn: Callable[..., Any]) -> tuple[bool, inspect.Signature]:
-    """Does the handler take a JobContext first? Returns that and the payload's signature."""
-    signature = inspect.signature(fn)
-    params = list(signature.parameters.values())
-    takes_context = bool(params) and _is_context_param(params[0])
-    if takes_context:
-        params = params[1:]
-    return takes_context, signature.replace(parameters=params)
-
-
-def _is_context_param(param: inspect.Parameter) -> bool:
-    if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-        return False
-    annotation = param.annotation
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return param.name in ("ctx", "context") or str(text).endswith("JobContext")
 
 
 def _spec_from_options(

@@ -16,18 +16,42 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypedDict
+from typing import Any, Generic, ParamSpec, Protocol, TypedDict
 
-from chronoq.core.enqueue import RENAMED_OPTIONS, Enqueued, JobSpec, check_options, did_you_mean
+from chronoq.core.enqueue import (
+    RENAMED_OPTIONS,
+    Enqueued,
+    JobSpec,
+    TaskSettings,
+    check_options,
+    did_you_mean,
+)
 from chronoq.errors import ConfigError, InvalidPayload
 
-if TYPE_CHECKING:
-    from chronoq.app import Task
-
 P = ParamSpec("P")
+
+
+class _Enqueuer(Protocol):
+    def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]: ...
+
+    async def enqueue_many_async(
+        self, specs: Iterable[JobSpec], *, conn: Any = None
+    ) -> list[Enqueued]: ...
+
+
+class Deferrable(TaskSettings, Protocol):
+    """What a `Deferrer` needs of its task (`chronoq.Task` is one): its settings, the names of
+    its payload's parameters, and the app that enqueues it."""
+
+    @property
+    def app(self) -> _Enqueuer: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def payload_signature(self) -> inspect.Signature: ...
 
 
 class DeferOptions(TypedDict, total=False):
@@ -56,7 +80,7 @@ class Deferrer(Generic[P]):
     """A task with enqueue options set, made by `Task.configure`: `defer` and `defer_async`
     enqueue its jobs with them. It is immutable, so one can be kept and shared."""
 
-    task: Task[P, Any]
+    task: Deferrable
     spec: JobSpec  # the options, checked, without a payload
     conn: Any = None
 
@@ -82,7 +106,7 @@ class Deferrer(Generic[P]):
         return " ".join([f"<Deferrer {self.task.name}", *options]) + ">"
 
 
-def configure(task: Task[P, Any], options: Mapping[str, Any]) -> Deferrer[P]:
+def configure(task: Deferrable, options: Mapping[str, Any]) -> Deferrer[Any]:
     """`task` with `options`, each checked now and named in the error when it is wrong."""
     _refuse_unknown(options)
     fields = {name: value for name, value in options.items() if name != "conn"}
@@ -91,9 +115,7 @@ def configure(task: Task[P, Any], options: Mapping[str, Any]) -> Deferrer[P]:
     return Deferrer(task, spec, options.get("conn"))
 
 
-def payload_of(
-    task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
+def payload_of(task: Deferrable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """A job's payload from the arguments of `defer`: the keywords as given, and positional
     arguments under the names of the parameters they fill."""
     if not _OPTION_WORDS.isdisjoint(kwargs):
@@ -114,7 +136,7 @@ def _refuse_unknown(options: Mapping[str, Any]) -> None:
             )
 
 
-def _refuse_options(task: Task[Any, Any], kwargs: dict[str, Any]) -> None:
+def _refuse_options(task: Deferrable, kwargs: dict[str, Any]) -> None:
     """Refuse option names the handler does not name (its `**kwargs` would take them)."""
     named = task.payload_shape.names
     stray = sorted(name for name in _OPTION_WORDS & kwargs.keys() if name not in named)
@@ -127,7 +149,7 @@ def _refuse_options(task: Task[Any, Any], kwargs: dict[str, Any]) -> None:
         )
 
 
-def _by_name(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _by_name(task: Deferrable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Positional arguments under their parameters' names: a payload is passed by keyword."""
     try:
         bound = task.payload_signature.bind_partial(*args)

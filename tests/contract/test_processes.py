@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from datetime import timedelta
 
-from chronoq.core.fleet import ProcessInfo, TaskInfo, catalog
+from chronoq.fleet.records import ProcessInfo, TaskInfo, catalog
 from chronoq.core.jobs import JobStatus
 from chronoq.core.misfire import Misfire
 from chronoq.storage.base import (

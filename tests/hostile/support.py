@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from chronoq import App, ChronoqError, JobSpec, Outcome
-from chronoq.core.fleet import PayloadParam, ProcessInfo, TaskInfo
+from chronoq.fleet.records import PayloadParam, ProcessInfo, TaskInfo
 from chronoq.scheduling import key_limit, queue_limit_params
 from chronoq.storage.base import (
     JobClaimParams,

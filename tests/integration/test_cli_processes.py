@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chronoq import App
-from chronoq.core.fleet import ProcessInfo
+from chronoq.fleet.records import ProcessInfo
 from chronoq.storage.base import ProcessBeatParams
 from tests.helpers import wait_until
 from tests.integration.cli_support import Spawner, run_cli

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import chronoq
-from chronoq.core.fleet import ProcessInfo
+from chronoq.fleet.records import ProcessInfo
 from chronoq.http.auth import TokenTable
 from chronoq.http.context import HttpContext
 from chronoq.http.server import create_server

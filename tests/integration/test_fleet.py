@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import chronoq
-from chronoq.core.fleet import ProcessInfo, TaskInfo
+from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.misfire import Misfire
 from chronoq.observability.events import JobsHandedOff, Subscription

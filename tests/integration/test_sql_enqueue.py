@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import chronoq
-from chronoq.core.fleet import ProcessInfo, TaskInfo
+from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.misfire import Misfire
 from chronoq.core.validate import encode_payload

@@ -1,4 +1,4 @@
-"""The one shape of fleet registry records (chronoq.fleetview): JSON, order, ages on the
+"""The one shape of fleet registry records (chronoq.fleet.view): JSON, order, ages on the
 database clock, totals per kind, and the warning about schedules no scheduler fires."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import inspect
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from chronoq.core.fleet import Fleet, ProcessInfo, ProcessRecord, TaskInfo
+from chronoq.fleet.records import Fleet, ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.core.misfire import Misfire
 from chronoq.core.schedules import Schedule
-from chronoq.fleetview import (
+from chronoq.fleet.view import (
     KindTotals,
     fleet_json,
     kind_totals,

@@ -10,7 +10,7 @@ from rich.text import Text
 from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.cli.output import short_time
-from chronoq.fleetview import ProcessView, fleet_json, ordered
+from chronoq.fleet.view import ProcessView, fleet_json, ordered
 from chronoq.storage.base import ProcessListParams
 
 STATE_STYLES = {"alive": "green", "stopped": "bright_black", "gone": "red"}

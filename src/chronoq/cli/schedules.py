@@ -16,7 +16,7 @@ from chronoq.core.durations import format_duration
 from chronoq.core.schedules import Schedule
 from chronoq.core.timetext import schedule_times
 from chronoq.errors import InvalidSchedule, QueueNotFound, ScheduleNotFound
-from chronoq.fleetview import next_fire, scheduler_warning
+from chronoq.fleet.view import next_fire, scheduler_warning
 from chronoq.queues import queue_to_change, remove_queue
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.scheduling import key_limit, queue_limit_params

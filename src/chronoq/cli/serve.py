@@ -19,7 +19,7 @@ from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.cli.worker import watch_app
 from chronoq.errors import ConfigError
-from chronoq.fleet import Beacon, new_process_id, this_process
+from chronoq.fleet.beacon import Beacon, new_process_id, this_process
 from chronoq.http.auth import TokenTable
 from chronoq.http.connections import HEADER_BYTES, KEEP_ALIVE_SECONDS, with_header_deadline
 from chronoq.http.context import HttpContext

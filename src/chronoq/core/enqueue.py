@@ -193,7 +193,7 @@ class EnqueueDefaults:
     queue: str
     lease: float
     payload_limit: int
-    # The tasks come from the fleet registry (`chronoq.core.fleet.catalog`), not from handlers
+    # The tasks come from the fleet registry (`chronoq.fleet.records.catalog`), not from handlers
     # in this process: a task no live or recent process knows is refused, even when none is
     # known, unless the job names its queue (a task whose workers are not deployed yet).
     fleet: bool = False

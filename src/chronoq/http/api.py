@@ -43,7 +43,7 @@ from chronoq.errors import (
     UnknownQueue,
     UnknownTask,
 )
-from chronoq.fleetview import fleet_json
+from chronoq.fleet.view import fleet_json
 from chronoq.http import fields
 from chronoq.http.auth import Scope, authentication_failed, throttled_for
 from chronoq.http.context import HttpContext

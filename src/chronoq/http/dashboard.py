@@ -25,12 +25,12 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from chronoq.core.cron import preview
-from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.schedules import Schedule
 from chronoq.core.timetext import schedule_times
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
-from chronoq.fleetview import next_fire, ordered, scheduler_warning
+from chronoq.fleet.records import Fleet
+from chronoq.fleet.view import next_fire, ordered, scheduler_warning
 from chronoq.http import fields
 from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from chronoq.core.fleet import Fleet
 from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ConfigError, StoreError
-from chronoq.fleetview import kind_totals
+from chronoq.fleet.records import Fleet
+from chronoq.fleet.view import kind_totals
 from chronoq.observability.events import (
     AttemptsEnded,
     HandlerReturned,
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from chronoq.storage.base import JobStore
-    from chronoq.tier.metrics import TierCollector
-    from chronoq.tier.ports import PartitionStatus
 
 log = logging.getLogger("chronoq.metrics")
 _K = TypeVar("_K")
@@ -317,7 +316,7 @@ class Metrics:
         self.registry.register(collector)
         return collector
 
-    def watch_tier(self, statuses: Callable[[], list[PartitionStatus]]) -> TierCollector:
+    def watch_tier(self, statuses: Callable[[], list[Any]]) -> Collector:
         """Deprecated: `chronoq.tier.metrics.watch(metrics, statuses)`, the tier's own."""
         warnings.warn(
             "Metrics.watch_tier is deprecated; use chronoq.tier.metrics.watch(metrics, statuses)",

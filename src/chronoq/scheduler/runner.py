@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from chronoq.core.fleet import ProcessInfo
 from chronoq.errors import ChronoqError, ConfigError
-from chronoq.fleet import BEAT_INTERVAL, Beacon, this_process
+from chronoq.fleet.beacon import BEAT_INTERVAL, Beacon, this_process
+from chronoq.fleet.records import ProcessInfo
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import LeaderChanged, Observer, Observers, ServiceRan
 from chronoq.scheduler.services import CronEnqueuer, CronOptions, LeaseRescuer, Pruner, Service

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from chronoq.core.enqueue import Enqueued
-from chronoq.core.fleet import RECENT, Fleet, ProcessInfo
 from chronoq.core.jobs import (
     Claim,
     Job,
@@ -30,6 +29,7 @@ from chronoq.core.jobs import (
 )
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
+from chronoq.fleet.records import RECENT, Fleet, ProcessInfo
 
 
 # JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the

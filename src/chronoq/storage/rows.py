@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
-from chronoq.core.fleet import ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.core.jobs import MAX_ID, Job, JobStatus, RescueResult, Stat, build_job
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import (
@@ -19,6 +18,7 @@ from chronoq.core.schedules import (
     SCHEDULE_TIMES,
     Schedule,
 )
+from chronoq.fleet.records import ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.storage.base import (
     LATENESS_BOUNDS,
     FinishedBucket,

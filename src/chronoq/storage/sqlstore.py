@@ -29,11 +29,11 @@ from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any, ClassVar, LiteralString, Protocol
 
-from chronoq.core.fleet import RECENT, Fleet
 from chronoq.core.jobs import Job, JobProgress, RescueResult, Stat
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
 from chronoq.errors import ConfigError
+from chronoq.fleet.records import RECENT, Fleet
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,

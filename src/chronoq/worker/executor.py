@@ -31,7 +31,7 @@ from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings
 
 if TYPE_CHECKING:
-    from chronoq.app import Task
+    from chronoq.task import Task
 
 log = logging.getLogger("chronoq.worker")
 TRACEBACK_LIMIT = 4000

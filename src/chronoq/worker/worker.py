@@ -45,10 +45,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from chronoq.core.fleet import ProcessInfo
 from chronoq.core.jobs import Job, Outcome
 from chronoq.errors import ChronoqError, ConfigError, StoreError
-from chronoq.fleet import BEAT_INTERVAL, Beacon, FleetLookup, this_process
+from chronoq.fleet.beacon import BEAT_INTERVAL, Beacon, FleetLookup, this_process
+from chronoq.fleet.records import ProcessInfo
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import (
     AttemptAbandoned,

@@ -24,12 +24,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from chronoq.core.fleet import Fleet, ProcessInfo, RegisteredTask, TaskInfo, catalog
 from chronoq.errors import ChronoqError
+from chronoq.fleet.records import Fleet, ProcessInfo, RegisteredTask, TaskInfo, catalog
 from chronoq.storage.base import JobStore, ProcessBeatParams, ProcessListParams
 
 if TYPE_CHECKING:
-    from chronoq.app import Task
+    from chronoq.task import Task
 
 log = logging.getLogger("chronoq.fleet")
 BEAT_INTERVAL = 5.0
@@ -172,7 +172,7 @@ class FleetLookup:
             return self._fleet
 
     def tasks(self) -> Mapping[str, RegisteredTask]:
-        """Every task a live or recent process knows (see `chronoq.core.fleet.catalog`)."""
+        """Every task a live or recent process knows (see `chronoq.fleet.records.catalog`)."""
         self.fleet()
         return self._catalog
 
