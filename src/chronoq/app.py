@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
@@ -52,6 +53,7 @@ from chronoq.storage.base import QueueLimitParams
 from chronoq.task import Task as Task  # chronoq.app.Task, as it was before tasks had a module
 from chronoq.task import TaskDecorator
 from chronoq.waiting import FinishWatcher, wait_for, wait_for_async
+from chronoq.worker.middleware import AppHooks, HandlerMiddleware, chain, chain_async
 
 if TYPE_CHECKING:
     from chronoq.observability.metrics import Metrics
@@ -69,8 +71,12 @@ class App(Producer, Declarations):
     running it (see `chronoq.observability.events`). `metrics` (a
     `chronoq.observability.metrics.Metrics`, None by default) is one: setting it subscribes it.
     `tracing` (None by default) wraps each enqueue's insert in a span: `chronoq.otel.instrument`
-    sets it (see `chronoq.observability.tracing`).
+    sets it (see `chronoq.observability.tracing`). `middleware` (empty by default) runs around
+    every handler a worker of this app calls, outermost first
+    (`chronoq.worker.middleware.HandlerMiddleware`; Django's app brings one).
     """
+
+    middleware: Sequence[HandlerMiddleware] = ()
 
     def __init__(
         self,
@@ -230,21 +236,37 @@ class App(Producer, Declarations):
 
     # -- how a worker calls handlers --------------------------------------------------------
 
-    # Does this app override call_handler(_async)? A plain app's async handlers are then awaited
-    # directly, without the extra coroutine per job.
+    # Deprecated: an App subclass that overrides call_handler(_async) set this; list a
+    # HandlerMiddleware in `middleware` instead.
     wraps_handlers: ClassVar[bool] = False
 
+    def handler_middleware(self) -> tuple[HandlerMiddleware, ...]:
+        """What a worker calls its handlers through: `middleware`, or, for a subclass that
+        still overrides `call_handler`/`call_handler_async`, those methods (with a warning)."""
+        cls = type(self)
+        overridden = cls.call_handler is not App.call_handler or (
+            cls.wraps_handlers and cls.call_handler_async is not App.call_handler_async
+        )
+        if not overridden:
+            return tuple(self.middleware)
+        warnings.warn(
+            f"{cls.__name__} overrides App.call_handler or call_handler_async, which is "
+            "deprecated: list a chronoq.worker.middleware.HandlerMiddleware in App.middleware",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return (AppHooks(self),)
+
     def call_handler(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Call a sync handler, in the worker's handler thread. A framework's App overrides it
-        to set up and clean up around each job (`chronoq.contrib.django` closes the thread's
-        stale database connections)."""
-        return fn(*args, **kwargs)
+        """Call a sync handler through this app's `middleware`, as a worker does."""
+        return chain(self.middleware)(fn, *args, **kwargs)
 
     async def call_handler_async(
         self, fn: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any
     ) -> Any:
-        """Await an async handler, on the worker's event loop (see `call_handler`)."""
-        return await fn(*args, **kwargs)
+        """Await an async handler through this app's `middleware`, as a worker does."""
+        run = chain_async(self.middleware)
+        return await (fn(*args, **kwargs) if run is None else run(fn, *args, **kwargs))
 
     def wait(self, job_id: int, *, timeout: float | None = None) -> Any:
         """Block until job `job_id` ends and return its output (what its handler returned,

@@ -15,7 +15,7 @@ does not import the app (which imports it).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
@@ -52,9 +52,6 @@ R = TypeVar("R")
 class TaskOwner(Protocol):
     """What a task calls on the app that registered it."""
 
-    @property
-    def wraps_handlers(self) -> bool: ...
-
     def enqueue(self, task: str, payload: dict[str, Any] | None = None) -> Enqueued: ...
 
     async def enqueue_async(self, task: str, payload: dict[str, Any] | None = None) -> Enqueued: ...
@@ -64,12 +61,6 @@ class TaskOwner(Protocol):
     async def enqueue_many_async(
         self, specs: Iterable[JobSpec], *, conn: Any = None
     ) -> list[Enqueued]: ...
-
-    def call_handler(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
-
-    def call_handler_async(
-        self, fn: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any
-    ) -> Awaitable[Any]: ...
 
 
 class Task(Generic[P, R]):

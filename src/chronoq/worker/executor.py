@@ -18,7 +18,7 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from chronoq.errors import Discard, InvalidOutput, JobCancelled, JobTimeout, Ret
 from chronoq.observability.eventlog import batch_extra
 from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings
+from chronoq.worker.middleware import HandlerMiddleware, chain, chain_async
 
 if TYPE_CHECKING:
     from chronoq.task import Task
@@ -50,10 +51,13 @@ class Executor:
         tasks: Mapping[str, Task[Any, Any]],
         pool: ThreadPoolExecutor,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        middleware: Sequence[HandlerMiddleware] = (),
     ) -> None:
         self.tasks = tasks
         self.pool = pool
         self.output_limit = output_limit
+        self._call_sync = chain(middleware)
+        self._call_async = chain_async(middleware)
 
     async def run(self, attempt: Attempt) -> JobFinishParams | None:
         """Run the handler; how the attempt ended (None: the handler completed the job in its
@@ -111,17 +115,26 @@ class Executor:
         if task.timeout is None:
             # No deadline to keep: entering `asyncio.timeout(None)` would cost a context
             # manager and a task look-up per job for nothing.
-            return _async_call(task, args, attempt.job.payload)
+            return self._async_call(task, args, attempt.job.payload)
         return self._call_async_within(attempt, task, args, task.timeout)
 
-    @staticmethod
+    def _async_call(
+        self, task: Task[Any, Any], args: tuple[Any, ...], payload: Mapping[str, Any]
+    ) -> Awaitable[Any]:
+        """The handler's awaitable, through the middleware when there is any, so an app
+        without middleware pays for no extra coroutine a job."""
+        if self._call_async is not None:
+            return self._call_async(task.fn, *args, **payload)
+        result: Awaitable[Any] = task.fn(*args, **payload)
+        return result
+
     async def _call_async_within(
-        attempt: Attempt, task: Task[Any, Any], args: tuple[Any, ...], timeout: float
+        self, attempt: Attempt, task: Task[Any, Any], args: tuple[Any, ...], timeout: float
     ) -> Any:
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
-                return await _async_call(task, args, attempt.job.payload)
+                return await self._async_call(task, args, attempt.job.payload)
         except TimeoutError:
             if deadline.expired():
                 raise timed_out(task) from None
@@ -132,7 +145,7 @@ class Executor:
         # The thread runs in this task's context: what the handler logs carries the job.
         context = contextvars.copy_context()
         call = functools.partial(
-            context.run, task.app.call_handler, task.fn, *args, **attempt.job.payload
+            context.run, self._call_sync, task.fn, *args, **attempt.job.payload
         )
         attempt.in_thread = True
         future = asyncio.get_running_loop().run_in_executor(self.pool, call)
@@ -144,17 +157,6 @@ class Executor:
             raise timed_out(task)
         attempt.in_thread = False
         return future.result()
-
-
-def _async_call(
-    task: Task[Any, Any], args: tuple[Any, ...], payload: Mapping[str, Any]
-) -> Awaitable[Any]:
-    """The handler's awaitable: through the app's `call_handler_async` only when the app wraps
-    its handlers, so a plain app's jobs pay for no extra coroutine."""
-    if task.app.wraps_handlers:
-        return task.app.call_handler_async(task.fn, *args, **payload)
-    result: Awaitable[Any] = task.fn(*args, **payload)
-    return result
 
 
 def _raised(attempt: Attempt, task: Task[Any, Any], exc: BaseException) -> JobFinishParams:

@@ -237,7 +237,9 @@ class Worker:
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
         output_limit = opts.output_limit or app.config.output_limit
-        self.executor = Executor(app.tasks, self._handler_pool, output_limit)
+        self.executor = Executor(
+            app.tasks, self._handler_pool, output_limit, app.handler_middleware()
+        )
         self.fleet = FleetLookup(lambda: app.store, max_age=1.0)
         self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
         self._info = this_process(

@@ -5,7 +5,7 @@ transaction and gives each job's thread fresh database connections.
  view / signal / shell                         manage.py chronoq worker
    with transaction.atomic():                    handler thread: close_old_connections()
        send_email.defer(to=...)  ─┐                 handler (ORM reads and writes)
-       order.save()               │ same psycopg    close_old_connections()
+       order.save()               │ same psycopg    close_old_connections()  (middleware.py)
                                   ▼ connection
    Django's connection ── INSERT chronoq_jobs ── COMMIT: job and order, or neither
 ```
@@ -19,24 +19,27 @@ at once, as an ORM save would. This holds when chronoq lives in that database (n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connections, transaction
+from django.db import connections, transaction
 
 from chronoq.app import App
 from chronoq.config import Config
+from chronoq.contrib.django.middleware import DjangoConnections
 from chronoq.contrib.django.settings import ChronoqSettings, database_dsn
 from chronoq.core.enqueue import Enqueued, JobSpec
 from chronoq.storage import JobStore
 from chronoq.storage.base import JobInsertParams
+from chronoq.worker.middleware import HandlerMiddleware
 
 
 class DjangoApp(App):
     """An `App` whose enqueue joins Django's transaction and whose handlers may use the ORM."""
 
-    wraps_handlers: ClassVar[bool] = True
+    # Handlers run between two checks of the thread's database connections.
+    middleware: Sequence[HandlerMiddleware] = (DjangoConnections(),)
 
     def __init__(self, settings: ChronoqSettings) -> None:
         dsn = settings.dsn or database_dsn(settings.database)
@@ -77,26 +80,3 @@ class DjangoApp(App):
         # connection, so a job enqueued in a view's atomic block shares its transaction.
         specs = list(specs)
         return await sync_to_async(self.enqueue_many, thread_sensitive=True)(specs)
-
-    # -- running handlers ---------------------------------------------------------------------
-
-    def call_handler(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """A sync handler in the worker's thread, between two `close_old_connections()`, as
-        Django surrounds a request: a connection past CONN_MAX_AGE, broken, or left in a
-        transaction by a failed job is not handed to the next job."""
-        close_old_connections()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    async def call_handler_async(
-        self, fn: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any
-    ) -> Any:
-        """An async handler on the loop; its ORM calls (`aget`, `asave`, `sync_to_async`) run
-        on Django's thread-sensitive thread, whose connections are checked before and after."""
-        await sync_to_async(close_old_connections, thread_sensitive=True)()
-        try:
-            return await fn(*args, **kwargs)
-        finally:
-            await sync_to_async(close_old_connections, thread_sensitive=True)()
