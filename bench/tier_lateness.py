@@ -73,7 +73,9 @@ def leader(app: App, redis_url: str, moves: MoveLateness) -> Iterator[None]:
     timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
     horizon = app.config.stage_horizon
     options = TierOptions(partitions=PARTITIONS, horizon=horizon, step_interval=0.1)
-    tier = TierLeader(app, StaticElector("bench", PARTITIONS), timers, options, Observers([moves]))
+    tier = TierLeader(
+        app.runtime(), StaticElector("bench", PARTITIONS), timers, options, Observers([moves])
+    )
     stop = threading.Event()
     thread = threading.Thread(target=tier.run, args=(stop,), daemon=True)
     thread.start()

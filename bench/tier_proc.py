@@ -97,7 +97,7 @@ def build_leader(app: App, spec: Spec, events: Observers) -> TierLeader:
         step_interval=min(0.5, spec.leader_ttl / 10),
         move_batch=spec.move_batch,
     )
-    return TierLeader(app, elector, timers, options, events)
+    return TierLeader(app.runtime(), elector, timers, options, events)
 
 
 def _say(line: str) -> None:

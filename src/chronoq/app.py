@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from types import MappingProxyType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -47,6 +47,7 @@ from chronoq.fleet.beacon import FleetLookup
 from chronoq.observability.events import Observers
 from chronoq.observability.tracing import EnqueueTracer
 from chronoq.producer import Producer
+from chronoq.runtime import Runtime
 from chronoq.scheduling import Declarations
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import QueueLimitParams
@@ -240,22 +241,29 @@ class App(Producer, Declarations):
     # HandlerMiddleware in `middleware` instead.
     wraps_handlers: ClassVar[bool] = False
 
+    def runtime(self) -> Runtime:
+        """This app as its workers, schedulers and services see it (`chronoq.runtime`)."""
+        return Runtime(
+            tasks=MappingProxyType(self.tasks),
+            observers=self.observers,
+            middleware=self.handler_middleware(),
+            limits=MappingProxyType(self.limits),
+            key_limits=MappingProxyType(self.key_limits),
+            open_store=lambda: self.store,
+            read_config=lambda: self.config,
+            sync=self.sync,
+            sync_limits=self.sync_limits,
+        )
+
     def handler_middleware(self) -> tuple[HandlerMiddleware, ...]:
         """What a worker calls its handlers through: `middleware`, or, for a subclass that
-        still overrides `call_handler`/`call_handler_async`, those methods (with a warning)."""
+        still overrides `call_handler`/`call_handler_async`, those methods (`AppHooks`, which
+        the worker warns about)."""
         cls = type(self)
         overridden = cls.call_handler is not App.call_handler or (
             cls.wraps_handlers and cls.call_handler_async is not App.call_handler_async
         )
-        if not overridden:
-            return tuple(self.middleware)
-        warnings.warn(
-            f"{cls.__name__} overrides App.call_handler or call_handler_async, which is "
-            "deprecated: list a chronoq.worker.middleware.HandlerMiddleware in App.middleware",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return (AppHooks(self),)
+        return (AppHooks(self),) if overridden else tuple(self.middleware)
 
     def call_handler(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Call a sync handler through this app's `middleware`, as a worker does."""

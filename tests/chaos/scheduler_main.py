@@ -109,7 +109,7 @@ def main() -> int:
     configure_logging("info", sys.stderr)
     with open(os.environ["CHAOS_HISTORY"], "a", encoding="utf-8") as sink:
         holder = default_holder_id()
-        leader = open_leader(app, holder, Observers(parent=app.observers))
+        leader = open_leader(app.runtime(), holder, Observers(parent=app.observers))
         WriteHistory(sink, leader.timers).install()
         options = SchedulerOptions(lookahead=timedelta(seconds=2), rescue_interval=RESCUE_INTERVAL)
         try:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import inspect
 from datetime import timedelta
 
-from chronoq.fleet.records import ProcessInfo, TaskInfo, catalog
 from chronoq.core.jobs import JobStatus
 from chronoq.core.misfire import Misfire
+from chronoq.fleet.records import ProcessInfo, TaskInfo, catalog
 from chronoq.storage.base import (
     JobHandOffParams,
     JobLeaseRef,

@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import chronoq
 from chronoq.cli.main import main
-from chronoq.fleet.records import ProcessInfo
 from chronoq.fleet.beacon import task_infos
+from chronoq.fleet.records import ProcessInfo
 from chronoq.storage.base import ProcessBeatParams
 
 from .conftest import ADMIN, READER

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 
 import chronoq
-from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.misfire import Misfire
+from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.observability.events import JobsHandedOff, Subscription
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
 from chronoq.storage.base import JobListParams, ProcessBeatParams, ProcessListParams

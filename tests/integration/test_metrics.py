@@ -152,7 +152,7 @@ def test_leases_the_rescuer_ends_are_counted(app: chronoq.App, rescuer: str) -> 
     claim = JobClaimParams(["default"], 10, "gone:0:0", now=hour_ago)
     assert len(app.store.job_claim_with_wakeup(claim).jobs) == 2
     if rescuer == "scheduler":
-        LeaseRescuer(app).run_once()
+        LeaseRescuer(app.runtime()).run_once()
     else:
         assert burst(app).rescued == 2
     assert metric(app, "chronoq_lease_expiries_total", source="rescuer") == 2

@@ -70,7 +70,7 @@ def outage(app: chronoq.App, **options: object) -> tuple[list[Job], chronoq.Sche
     add(app, "* * * * *", **options)
     now = app.store.db_now()
     rewind(app, "every-minute", now - 30 * MINUTE)
-    CronEnqueuer(app, CronOptions(lookahead=timedelta(seconds=5))).run_once()
+    CronEnqueuer(app.runtime(), CronOptions(lookahead=timedelta(seconds=5))).run_once()
     schedule = app.store.schedule_get("every-minute")
     assert schedule is not None
     return tick_jobs(app, "every-minute"), schedule, now
@@ -120,7 +120,7 @@ def test_catch_up_runs_the_most_recent_n(app: chronoq.App) -> None:
 
 def test_a_second_pass_fires_nothing_new(app: chronoq.App) -> None:
     jobs, _, _ = outage(app, misfire="run_late", misfire_grace="90s")
-    CronEnqueuer(app).run_once()
+    CronEnqueuer(app.runtime()).run_once()
     assert [job.id for job in tick_jobs(app, "every-minute")] == [job.id for job in jobs]
 
 
@@ -140,7 +140,7 @@ def test_jitter_stays_inside_its_window_and_is_the_same_everywhere(app: chronoq.
 
 def test_ticks_are_enqueued_ahead_to_run_at_their_instant(app: chronoq.App) -> None:
     add(app, "every 2s")
-    CronEnqueuer(app, CronOptions(lookahead=timedelta(seconds=5))).run_once()
+    CronEnqueuer(app.runtime(), CronOptions(lookahead=timedelta(seconds=5))).run_once()
     jobs = tick_jobs(app, "every-minute")
     now = app.store.db_now()
     assert 2 <= len(jobs) <= 3
@@ -155,10 +155,10 @@ def test_a_paused_schedule_fires_nothing_and_resumes_from_now(app: chronoq.App) 
     add(app, "* * * * *")
     app.store.schedule_pause("every-minute", True)
     rewind(app, "every-minute", app.store.db_now() - 30 * MINUTE)
-    CronEnqueuer(app).run_once()
+    CronEnqueuer(app.runtime()).run_once()
     assert tick_jobs(app, "every-minute") == []
     app.store.schedule_pause("every-minute", False)
-    CronEnqueuer(app).run_once()
+    CronEnqueuer(app.runtime()).run_once()
     schedule = app.store.schedule_get("every-minute")
     assert schedule is not None
     assert (schedule.skipped, schedule.coalesced, schedule.late) == (0, 0, 0)

@@ -21,11 +21,11 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import chronoq
-from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.core.jobs import Job, JobStatus
 from chronoq.core.misfire import Misfire
 from chronoq.core.validate import encode_payload
 from chronoq.errors import ChronoqError
+from chronoq.fleet.records import ProcessInfo, TaskInfo
 from chronoq.storage.base import ProcessBeatParams
 from chronoq.storage.postgres.store import PostgresStore
 from tests.helpers import running_worker, wait_until

@@ -261,8 +261,8 @@ class CountingSource:
 
 
 def test_an_idle_tiered_worker_sends_nothing_to_the_database(app: App, redis_url: str) -> None:
-    reader = open_reader(app, ["default"], "idle-worker")
-    source = StreamJobSource(app, "idle-worker", reader, prefetch=4, block=0.2)
+    reader = open_reader(app.runtime(), ["default"], "idle-worker")
+    source = StreamJobSource(app.runtime(), "idle-worker", reader, prefetch=4, block=0.2)
     takes = CountingSource(source)
     worker = chronoq.Worker(app, WorkerOptions(concurrency=2, poll_interval=0.05), source=takes)
     # Everything the worker and its source reach the database through, from here on.
@@ -285,7 +285,7 @@ def test_an_idle_tiered_worker_sends_nothing_to_the_database(app: App, redis_url
 def test_a_partition_count_other_than_the_stores_is_refused(
     app: App, pg_dsn: str, redis_url: str, redis_prefix: str
 ) -> None:
-    assert partition_count(app) == PARTITIONS
+    assert partition_count(app.runtime()) == PARTITIONS
     other = App(
         dsn=pg_dsn,
         dispatch="tiered",
@@ -309,7 +309,7 @@ def test_a_partition_given_up_while_its_jobs_are_read_is_not_staged(
     elector = StaticElector("leader", PARTITIONS)
     timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
     options = TierOptions(partitions=PARTITIONS, horizon=30.0, step_interval=0.0)
-    leader = TierLeader(app, elector, timers, options, Observers())
+    leader = TierLeader(app.runtime(), elector, timers, options, Observers())
     staged: list[int] = []
     stage = timers.stage
     read = app.store.job_stage_candidates

@@ -86,7 +86,7 @@ def _pid(holder: str) -> int:
 
 def _led_by(app: App, holders: int) -> dict[int, str] | None:
     """partition -> holder once every partition is led, by `holders` distinct processes."""
-    view = read_tier(app)
+    view = read_tier(app.runtime())
     led = {p.partition: p.leader for p in view.partitions if p.leader is not None}
     if len(led) == PARTITIONS and len(set(led.values())) == holders:
         return {partition: str(holder) for partition, holder in led.items()}
@@ -264,7 +264,7 @@ def test_metrics_count_the_tier_and_read_its_partitions(
     tier_app: App, etcd_cluster: Any, redis_url: str
 ) -> None:
     metrics = Metrics()
-    watch(metrics, status_reader(tier_app))
+    watch(metrics, status_reader(tier_app.runtime()))
     elector = etcd_elector(tier_app, etcd_cluster, "metrics")
     with (
         leading(tier_app, redis_url, elector, [metrics], TTL / 10),

@@ -44,7 +44,7 @@ def leading(
         partitions=app.config.partitions, horizon=30.0, step_interval=step_interval
     )
     chosen = elector or StaticElector("test-leader", app.config.partitions)
-    leader = TierLeader(app, chosen, timers, options, Observers(observers))
+    leader = TierLeader(app.runtime(), chosen, timers, options, Observers(observers))
     stop = threading.Event()
     failures: list[BaseException] = []
 

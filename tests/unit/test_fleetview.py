@@ -7,9 +7,9 @@ import inspect
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from chronoq.fleet.records import Fleet, ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.core.misfire import Misfire
 from chronoq.core.schedules import Schedule
+from chronoq.fleet.records import Fleet, ProcessInfo, ProcessRecord, TaskInfo
 from chronoq.fleet.view import (
     KindTotals,
     fleet_json,

@@ -11,7 +11,7 @@ from chronoq.tier.status import TierView, read_tier
 
 def tier_status(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        view = read_tier(app)
+        view = read_tier(app.runtime())
     if run.wants_json:
         run.out.json(view.as_json())
     elif view.dispatch != "tiered":

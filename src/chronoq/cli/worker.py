@@ -122,7 +122,7 @@ def watch_app(metrics: Metrics, app: App) -> None:
         from chronoq.tier.metrics import watch
         from chronoq.tier.status import status_reader
 
-        watch(metrics, status_reader(app))
+        watch(metrics, status_reader(app.runtime()))
 
 
 def ensure_metrics(app: App, port: int | None) -> Metrics | None:

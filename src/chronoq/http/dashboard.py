@@ -276,7 +276,7 @@ class Dashboard:
 
     def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
-        tier = read_tier(self.ctx.app)
+        tier = read_tier(self.ctx.app.runtime())
         warning = scheduler_warning(self.ctx.app.store.schedule_list(), self._live())
         return render_page(
             request,

@@ -103,25 +103,25 @@ class Scheduler:
         holder: str | None = None,
         tier: TierLeader | None = None,
     ) -> None:
-        self.app = app
+        self.runtime = runtime = app.runtime()
         self._tier = tier
         self._tier_failure: BaseException | None = None
         self.options = (options or SchedulerOptions()).validated()
         self.holder = holder or default_holder_id()
-        self.events = Observers([EventLog(), *observers], app.observers)
+        self.events = Observers([EventLog(), *observers], runtime.observers)
         self._elector = elector
         self._stop = threading.Event()
         self.state = SchedulerState()
         cron_options = CronOptions(lookahead=self.options.lookahead)
-        self.cron = CronEnqueuer(app, cron_options, self.events)
+        self.cron = CronEnqueuer(runtime, cron_options, self.events)
         opts = self.options
         self._services = [
             _Due(self.cron),
-            _Due(LeaseRescuer(app, opts.rescue_interval, self.events)),
-            _Due(Pruner(app, opts.retention, opts.prune_interval, self.events)),
+            _Due(LeaseRescuer(runtime, opts.rescue_interval, self.events)),
+            _Due(Pruner(runtime, opts.retention, opts.prune_interval, self.events)),
         ]
-        self._info = this_process(self.holder, "scheduler", app.tasks.values())
-        self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
+        self._info = this_process(self.holder, "scheduler", runtime.tasks.values())
+        self.beacon = Beacon(runtime.store, self._describe, interval=opts.beat_interval)
 
     @property
     def is_leader(self) -> bool:
@@ -151,8 +151,8 @@ class Scheduler:
     def run(self, *, install_signal_handlers: bool = True) -> None:
         if install_signal_handlers:
             self._install_signal_handlers()
-        self.app.sync()
-        elector = self._elector or self.app.store.leader_elector(
+        self.runtime.sync()
+        elector = self._elector or self.runtime.store.leader_elector(
             DUTY, self.holder, self.options.leader_ttl
         )
         tier: threading.Thread | None = None
@@ -162,8 +162,8 @@ class Scheduler:
             log.info(
                 "scheduler %s started on %s (dispatch %s)",
                 self.holder,
-                self.app.store.dsn_display,
-                self.app.config.dispatch,
+                self.runtime.store.dsn_display,
+                self.runtime.config.dispatch,
                 extra={"action": "scheduler.start", "holder": self.holder},
             )
             while not self._stop.is_set():
@@ -180,10 +180,10 @@ class Scheduler:
 
     def _start_tier(self) -> threading.Thread | None:
         """Tiered dispatch: lead partitions too, beside the leader-only services."""
-        if self._tier is None and self.app.config.dispatch == "tiered":
+        if self._tier is None and self.runtime.config.dispatch == "tiered":
             from chronoq.tier.wiring import open_leader
 
-            self._tier = open_leader(self.app, self.holder, self.events)
+            self._tier = open_leader(self.runtime, self.holder, self.events)
         if self._tier is None:
             return None
         tier = self._tier

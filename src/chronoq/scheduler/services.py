@@ -27,7 +27,7 @@ from chronoq.storage.base import (
 )
 
 if TYPE_CHECKING:
-    from chronoq.app import App
+    from chronoq.runtime import Runtime
 
 log = logging.getLogger("chronoq.scheduler")
 
@@ -58,16 +58,16 @@ class CronEnqueuer(Service):
     name = "cron"
 
     def __init__(
-        self, app: App, options: CronOptions | None = None, events: Observers | None = None
+        self, runtime: Runtime, options: CronOptions | None = None, events: Observers | None = None
     ) -> None:
-        self.app = app
+        self.runtime = runtime
         self.options = options or CronOptions()
-        self.events = events if events is not None else _logged(app)
+        self.events = events if events is not None else _logged(runtime)
         self.interval = self.options.interval
         self.fired = 0
 
     def run_once(self) -> float:
-        store = self.app.store
+        store = self.runtime.store
         due = store.schedule_due(self.options.lookahead)
         if due.names:
             for name in due.names:
@@ -80,7 +80,7 @@ class CronEnqueuer(Service):
 
     def _advance(self, name: str) -> None:
         try:
-            advance = self.app.store.schedule_advance(name, self._decide)
+            advance = self.runtime.store.schedule_advance(name, self._decide)
         except ChronoqError as exc:
             log.error(
                 "schedule %s: pass failed: %s",
@@ -119,19 +119,19 @@ class CronEnqueuer(Service):
         return advance
 
     def _job(self, schedule: Schedule, tick: datetime, ticks: int) -> JobInsertParams:
-        task = self.app.tasks.get(schedule.task)
+        task = self.runtime.tasks.get(schedule.task)
         skip = schedule.misfire == MisfirePolicy.SKIP
         window = timedelta(seconds=schedule.jitter)
         return JobInsertParams(
             queue=schedule.queue,
             task=schedule.task,
             payload_json=encode_payload(
-                schedule.task, schedule.payload, self.app.config.payload_limit
+                schedule.task, schedule.payload, self.runtime.config.payload_limit
             ),
             run_at=tick + jitter_offset(schedule.name, tick, window),
             priority=schedule.priority,
             max_attempts=task.max_attempts if task is not None else None,
-            lease_seconds=task.lease if task is not None else self.app.config.default_lease,
+            lease_seconds=task.lease if task is not None else self.runtime.config.default_lease,
             # A tick of a "skip" schedule that waits in the queue past its grace is skipped
             # too; the other policies run a fired tick however late a worker gets to it.
             misfire=MisfirePolicy.SKIP if skip else MisfirePolicy.RUN_LATE,
@@ -150,15 +150,15 @@ class LeaseRescuer(Service):
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         interval: float = 5.0,
         events: Observers | None = None,
         *,
         by: str = "scheduler",
     ) -> None:
-        self.app = app
+        self.runtime = runtime
         self.interval = interval
-        self.events = events if events is not None else _logged(app)
+        self.events = events if events is not None else _logged(runtime)
         self.by = by
 
     def run_once(self) -> float:
@@ -167,7 +167,7 @@ class LeaseRescuer(Service):
 
     def rescue(self) -> int:
         """One pass; how many jobs it put back or killed."""
-        result = self.app.store.job_rescue_expired(JobRescueParams())
+        result = self.runtime.store.job_rescue_expired(JobRescueParams())
         count = len(result.requeued) + len(result.dead)
         if count:
             self.events.emit(LeasesRescued(self.by, result.requeued, result.dead))
@@ -181,25 +181,25 @@ class Pruner(Service):
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         retention: timedelta,
         interval: float = 60.0,
         events: Observers | None = None,
     ) -> None:
-        self.app = app
+        self.runtime = runtime
         self.retention = retention
         self.interval = interval
-        self.events = events if events is not None else _logged(app)
+        self.events = events if events is not None else _logged(runtime)
 
     def run_once(self) -> float:
         params = JobPruneParams(older_than=self.retention)
-        deleted = self.app.store.job_prune(params)
+        deleted = self.runtime.store.job_prune(params)
         if deleted:
             self.events.emit(JobsPruned(deleted, str(self.retention)))
         # A full batch means more is left: come back at once rather than in an interval.
         return 0.0 if deleted >= params.limit else self.interval
 
 
-def _logged(app: App) -> Observers:
+def _logged(runtime: Runtime) -> Observers:
     """The events of a service run on its own: logged, and told to the app's observers."""
-    return Observers([EventLog()], app.observers)
+    return Observers([EventLog()], runtime.observers)

@@ -79,7 +79,7 @@ def fire_schedules(app: App) -> int:
     (as the scheduler leader would): ticks due now or within its lookahead become jobs.
     Returns how many tick jobs were inserted."""
     app.sync()
-    enqueuer = CronEnqueuer(app)
+    enqueuer = CronEnqueuer(app.runtime())
     enqueuer.run_once()
     return enqueuer.fired
 

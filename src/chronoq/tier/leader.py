@@ -51,8 +51,8 @@ from chronoq.tier.ports import PartitionLost, StaleEpoch, Timer, TimerStore
 from chronoq.tier.wheel import TimingWheel
 
 if TYPE_CHECKING:
-    from chronoq.app import App
     from chronoq.config import Config
+    from chronoq.runtime import Runtime
 
 log = logging.getLogger("chronoq.tier")
 
@@ -109,7 +109,7 @@ class TierLeader:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         elector: PartitionElector,
         timers: TimerStore,
         options: TierOptions,
@@ -117,7 +117,7 @@ class TierLeader:
         *,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.app = app
+        self.runtime = runtime
         self.elector = elector
         self.timers = timers
         self.options = options
@@ -222,7 +222,7 @@ class TierLeader:
         """Thread: a job became pending somewhere; stage the new ones now, not at the pass."""
         while not stop.is_set():
             try:
-                listener = self.app.store.open_listener()
+                listener = self.runtime.store.open_listener()
             except ChronoqError as exc:
                 log.warning("tier leader cannot listen for new jobs: %s", exc)
                 stop.wait(self.options.stage_interval)
@@ -351,7 +351,7 @@ class TierLeader:
         )
         sent = self._monotonic()
         try:
-            staging = self.app.store.job_stage_candidates(params)
+            staging = self.runtime.store.job_stage_candidates(params)
         except ChronoqError as exc:
             log.warning("cannot read jobs to stage: %s", exc, extra={"action": "tier.stage"})
             return None

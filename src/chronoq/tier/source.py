@@ -35,7 +35,7 @@ from chronoq.tier.ports import Delivery, StreamReader
 from chronoq.worker.source import Taken
 
 if TYPE_CHECKING:
-    from chronoq.app import App
+    from chronoq.runtime import Runtime
 
 log = logging.getLogger("chronoq.worker")
 BUSY_RETRY = 0.05
@@ -56,7 +56,7 @@ class StreamJobSource:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         worker_id: str,
         reader: StreamReader,
         *,
@@ -64,15 +64,15 @@ class StreamJobSource:
         block: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.store = app.store
+        self.store = runtime.store
         self.worker_id = worker_id
         self.reader = reader
         self.prefetch = max(1, prefetch)
         self.block = block
         self._monotonic = monotonic
-        self._leases = {name: task.lease for name, task in app.tasks.items()}
-        self._max_attempts = {name: task.max_attempts for name, task in app.tasks.items()}
-        self._default_max_attempts = app.config.default_max_attempts
+        self._leases = {name: task.lease for name, task in runtime.tasks.items()}
+        self._max_attempts = {name: task.max_attempts for name, task in runtime.tasks.items()}
+        self._default_max_attempts = runtime.config.default_max_attempts
         self._buffer: deque[Delivery] = deque()
         self._held: list[_Held] = []
         self._room = threading.Condition()

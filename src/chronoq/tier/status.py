@@ -12,8 +12,8 @@ from chronoq.errors import ChronoqError
 from chronoq.tier.ports import PartitionStatus
 
 if TYPE_CHECKING:
-    from chronoq.app import App
     from chronoq.coordination.base import PartitionLeader
+    from chronoq.runtime import Runtime
     from chronoq.tier.ports import TimerStore
 
 
@@ -40,25 +40,25 @@ class TierView:
         return asdict(self)
 
 
-def read_tier(app: App) -> TierView:
+def read_tier(runtime: Runtime) -> TierView:
     """The tier of `app` (empty for db dispatch); an unreachable etcd or Redis is named in
     `problems`, not raised, so the other half is still shown."""
-    if app.config.dispatch != "tiered":
-        return TierView(app.config.dispatch, [], [], [])
+    if runtime.config.dispatch != "tiered":
+        return TierView(runtime.config.dispatch, [], [], [])
     from chronoq.tier.wiring import open_timer_store, partition_count, read_leaders
 
-    count = partition_count(app)
+    count = partition_count(runtime)
     problems: list[str] = []
     leaders: dict[int, PartitionLeader] = {}
     schedulers: list[str] = []
     try:
-        found, schedulers = read_leaders(app)
+        found, schedulers = read_leaders(runtime)
         leaders = {leader.partition: leader for leader in found}
     except ChronoqError as exc:
         problems.append(f"etcd: {exc}")
     statuses: dict[int, PartitionStatus] = {}
     try:
-        statuses = _statuses(open_timer_store(app), count, app)
+        statuses = _statuses(open_timer_store(runtime), count, runtime)
     except ChronoqError as exc:
         problems.append(f"Redis: {exc}")
     views = [_view(p, leaders.get(p), statuses.get(p)) for p in range(count)]
@@ -69,11 +69,11 @@ def partition_statuses(timers: TimerStore, count: int, now_ms: int) -> list[Part
     return [timers.status(partition, now_ms) for partition in range(count)]
 
 
-def _statuses(timers: TimerStore, count: int, app: App) -> dict[int, PartitionStatus]:
+def _statuses(timers: TimerStore, count: int, runtime: Runtime) -> dict[int, PartitionStatus]:
     from chronoq.tier.dbclock import due_ms
 
     try:
-        now_ms = due_ms(app.store.db_now())
+        now_ms = due_ms(runtime.store.db_now())
         return {s.partition: s for s in partition_statuses(timers, count, now_ms)}
     finally:
         timers.close()
@@ -93,17 +93,17 @@ def _view(
     )
 
 
-def status_reader(app: App) -> Callable[[], list[PartitionStatus]]:
+def status_reader(runtime: Runtime) -> Callable[[], list[PartitionStatus]]:
     """For /metrics: each call reads every partition's state from Redis (one client, kept)."""
     from chronoq.tier.dbclock import due_ms
     from chronoq.tier.wiring import open_timer_store, partition_count
 
-    count = partition_count(app)
+    count = partition_count(runtime)
     timers: list[TimerStore] = []
 
     def read() -> list[PartitionStatus]:
         if not timers:
-            timers.append(open_timer_store(app))
-        return partition_statuses(timers[0], count, due_ms(app.store.db_now()))
+            timers.append(open_timer_store(runtime))
+        return partition_statuses(timers[0], count, due_ms(runtime.store.db_now()))
 
     return read

@@ -17,42 +17,42 @@ from chronoq.tier.leader import TierLeader, TierOptions
 from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect
 
 if TYPE_CHECKING:
-    from chronoq.app import App
     from chronoq.coordination.base import PartitionLeader
     from chronoq.observability.events import Observers
+    from chronoq.runtime import Runtime
     from chronoq.storage.base import QueueLimitParams
 
 
-def is_tiered(app: App) -> bool:
-    return app.config.dispatch == "tiered"
+def is_tiered(runtime: Runtime) -> bool:
+    return runtime.config.dispatch == "tiered"
 
 
-def partition_count(app: App) -> int:
+def partition_count(runtime: Runtime) -> int:
     """The store's partition count, fixed at the first tiered start; a different setting is
     refused rather than followed (jobs would be staged by the wrong leaders)."""
-    stored = app.store.tier_partitions(app.config.partitions)
-    if stored != app.config.partitions:
+    stored = runtime.store.tier_partitions(runtime.config.partitions)
+    if stored != runtime.config.partitions:
         raise ConfigError(
             f"the store's tiered dispatch has {stored} partitions (fixed at its first tiered "
-            f"start), but the setting 'partitions' is {app.config.partitions}: set "
+            f"start), but the setting 'partitions' is {runtime.config.partitions}: set "
             f"CHRONOQ_PARTITIONS={stored}, or repartition offline (docs/tier.md)"
         )
     return stored
 
 
-def open_timer_store(app: App) -> RedisTimerStore:
-    return RedisTimerStore(connect(app.config.redis_url), prefix=app.config.redis_prefix)
+def open_timer_store(runtime: Runtime) -> RedisTimerStore:
+    return RedisTimerStore(connect(runtime.config.redis_url), prefix=runtime.config.redis_prefix)
 
 
-def open_leader(app: App, holder: str, events: Observers) -> TierLeader:
-    partitions = partition_count(app)
-    timers = open_timer_store(app)
+def open_leader(runtime: Runtime, holder: str, events: Observers) -> TierLeader:
+    partitions = partition_count(runtime)
+    timers = open_timer_store(runtime)
     elector = EtcdElector(
-        _endpoints(app),
+        _endpoints(runtime),
         holder,
         partitions,
-        ttl=app.config.leader_ttl,
-        prefix=app.config.redis_prefix,
+        ttl=runtime.config.leader_ttl,
+        prefix=runtime.config.redis_prefix,
     )
     try:
         # One clear line at start when etcd cannot be reached, rather than a scheduler that
@@ -62,26 +62,28 @@ def open_leader(app: App, holder: str, events: Observers) -> TierLeader:
         elector.close()
         timers.close()
         raise
-    return TierLeader(app, elector, timers, TierOptions.from_config(app.config, partitions), events)
+    return TierLeader(
+        runtime, elector, timers, TierOptions.from_config(runtime.config, partitions), events
+    )
 
 
-def open_reader(app: App, queues: Sequence[str], consumer: str) -> RedisStreamReader:
-    check_queues(app, queues)
+def open_reader(runtime: Runtime, queues: Sequence[str], consumer: str) -> RedisStreamReader:
+    check_queues(runtime, queues)
     return RedisStreamReader(
-        connect(app.config.redis_url),
-        app.config.redis_prefix,
+        connect(runtime.config.redis_url),
+        runtime.config.redis_prefix,
         list(queues),
-        partition_count(app),
+        partition_count(runtime),
         consumer,
     )
 
 
-def check_queues(app: App, queues: Sequence[str]) -> None:
+def check_queues(runtime: Runtime, queues: Sequence[str]) -> None:
     """Limits (rate, concurrency, per key) are enforced by the database claim only, so their
     queues stay on it: a tiered worker refuses them rather than never running their jobs."""
-    stored = {q.name for q in app.store.queue_list() if q.limited}
-    declared = {name for name, limit in app.limits.items() if _limits(limit)}
-    declared |= {queue for queue, _ in app.key_limits}
+    stored = {q.name for q in runtime.store.queue_list() if q.limited}
+    declared = {name for name, limit in runtime.limits.items() if _limits(limit)}
+    declared |= {queue for queue, _ in runtime.key_limits}
     limited = sorted((stored | declared) & set(queues))
     if limited:
         names = ", ".join(limited)
@@ -92,18 +94,18 @@ def check_queues(app: App, queues: Sequence[str]) -> None:
         )
 
 
-def _endpoints(app: App) -> list[str]:
-    return [e.strip() for e in app.config.etcd_endpoints.split(",") if e.strip()]
+def _endpoints(runtime: Runtime) -> list[str]:
+    return [e.strip() for e in runtime.config.etcd_endpoints.split(",") if e.strip()]
 
 
-def read_leaders(app: App) -> tuple[list[PartitionLeader], list[str]]:
+def read_leaders(runtime: Runtime) -> tuple[list[PartitionLeader], list[str]]:
     """The partitions' leaders and the live schedulers, read without campaigning."""
     elector = EtcdElector(
-        _endpoints(app),
+        _endpoints(runtime),
         "chronoq-status-reader",
-        partition_count(app),
-        ttl=app.config.leader_ttl,
-        prefix=app.config.redis_prefix,
+        partition_count(runtime),
+        ttl=runtime.config.leader_ttl,
+        prefix=runtime.config.redis_prefix,
     )
     try:
         return elector.leaders(), elector.members()

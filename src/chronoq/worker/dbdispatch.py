@@ -24,20 +24,20 @@ from chronoq.storage.base import JobClaimParams, JobLeaseRef
 from chronoq.worker.source import Taken
 
 if TYPE_CHECKING:
-    from chronoq.app import App
     from chronoq.observability.events import Observers
+    from chronoq.runtime import Runtime
 
 log = logging.getLogger("chronoq.worker")
 LISTEN_SLICE = 0.5
 
 
 class DbJobSource:
-    """Claims from `app.store` for `worker_id`, serving `queues` with the app's task settings
+    """Claims from `runtime.store` for `worker_id`, serving `queues` with the app's task settings
     (lease and max_attempts per task are applied in the claim's own statement)."""
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         worker_id: str,
         queues: Sequence[str],
         events: Observers,
@@ -45,18 +45,18 @@ class DbJobSource:
         rescue_interval: float = 5.0,
         poll_interval: float = 5.0,
     ) -> None:
-        self.store = app.store
+        self.store = runtime.store
         self.worker_id = worker_id
         self.poll_interval = poll_interval
         self._params = JobClaimParams(
             list(queues),
             1,
             worker_id,
-            leases={name: task.lease for name, task in app.tasks.items()},
-            max_attempts={name: task.max_attempts for name, task in app.tasks.items()},
-            default_max_attempts=app.config.default_max_attempts,
+            leases={name: task.lease for name, task in runtime.tasks.items()},
+            max_attempts={name: task.max_attempts for name, task in runtime.tasks.items()},
+            default_max_attempts=runtime.config.default_max_attempts,
         )
-        self._rescuer = LeaseRescuer(app, rescue_interval, events, by=worker_id)
+        self._rescuer = LeaseRescuer(runtime, rescue_interval, events, by=worker_id)
         self._next_rescue = 0.0
         self._closing = threading.Event()
         self._listener: threading.Thread | None = None

@@ -18,6 +18,7 @@ import functools
 import logging
 import time
 import traceback
+import warnings
 from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from chronoq.errors import Discard, InvalidOutput, JobCancelled, JobTimeout, Ret
 from chronoq.observability.eventlog import batch_extra
 from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings
-from chronoq.worker.middleware import HandlerMiddleware, chain, chain_async
+from chronoq.worker.middleware import AppHooks, HandlerMiddleware, chain, chain_async
 
 if TYPE_CHECKING:
     from chronoq.task import Task
@@ -56,6 +57,13 @@ class Executor:
         self.tasks = tasks
         self.pool = pool
         self.output_limit = output_limit
+        if any(isinstance(layer, AppHooks) for layer in middleware):
+            warnings.warn(
+                "overriding App.call_handler or call_handler_async is deprecated: list a "
+                "chronoq.worker.middleware.HandlerMiddleware in App.middleware",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         self._call_sync = chain(middleware)
         self._call_async = chain_async(middleware)
 

@@ -207,17 +207,17 @@ class Worker:
         ledger: JobLedger | None = None,
         source: JobSource | None = None,
     ) -> None:
-        self.app = app
+        self.runtime = runtime = app.runtime()
         self.options = (options or WorkerOptions()).validated()
         self.worker_id = self.options.worker_id or default_worker_id()
-        self.queues = list(self.options.queues or app.queues)
+        self.queues = list(self.options.queues or runtime.queues)
         if not self.queues:
             raise ConfigError("the worker has no queue to serve: register a task or pass queues")
         self.stats = WorkerStats()
         # The app's observers (its `metrics`, say) hear this worker's events too.
         # The ledger first: the supervisor hears of an ended job before anything is logged.
         extra: list[Observer] = [ledger or JobLedger(), self.stats, EventLog(), *observers]
-        self.events = Observers(extra, app.observers)
+        self.events = Observers(extra, runtime.observers)
         self.holdings = Holdings()
         opts = self.options
         self.pacer = ClaimPacer(
@@ -236,16 +236,16 @@ class Worker:
         self._handler_pool = ThreadPoolExecutor(
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
-        output_limit = opts.output_limit or app.config.output_limit
+        output_limit = opts.output_limit or runtime.config.output_limit
         self.executor = Executor(
-            app.tasks, self._handler_pool, output_limit, app.handler_middleware()
+            runtime.tasks, self._handler_pool, output_limit, runtime.middleware
         )
-        self.fleet = FleetLookup(lambda: app.store, max_age=1.0)
-        self.beacon = Beacon(app.store, self._describe, interval=opts.beat_interval)
+        self.fleet = FleetLookup(lambda: runtime.store, max_age=1.0)
+        self.beacon = Beacon(runtime.store, self._describe, interval=opts.beat_interval)
         self._info = this_process(
             self.worker_id,
             "worker",
-            app.tasks.values(),
+            runtime.tasks.values(),
             queues=self.queues,
             concurrency=opts.concurrency,
         )
@@ -253,9 +253,9 @@ class Worker:
     def _default_source(self) -> JobSource:
         """Claims from the store, or (tiered dispatch) entries of the app's Redis Streams."""
         opts = self.options
-        if self.app.config.dispatch != "tiered":
+        if self.runtime.config.dispatch != "tiered":
             return DbJobSource(
-                self.app,
+                self.runtime,
                 self.worker_id,
                 self.queues,
                 self.events,
@@ -270,8 +270,8 @@ class Worker:
         from chronoq.tier.source import StreamJobSource
         from chronoq.tier.wiring import open_reader
 
-        reader = open_reader(self.app, self.queues, self.worker_id)
-        return StreamJobSource(self.app, self.worker_id, reader, prefetch=2 * opts.concurrency)
+        reader = open_reader(self.runtime, self.queues, self.worker_id)
+        return StreamJobSource(self.runtime, self.worker_id, reader, prefetch=2 * opts.concurrency)
 
     # -- running --------------------------------------------------------------------------
 
@@ -285,8 +285,8 @@ class Worker:
         rt = self._runtime = self._new_runtime()
         if install_signal_handlers:
             self._install_signal_handlers()
-        if self.app.limits or self.app.key_limits:
-            await self._io(self.app.sync_limits)
+        if self.runtime.limits or self.runtime.key_limits:
+            await self._io(self.runtime.sync_limits)
         self.events.emit(WorkerStarted(self.worker_id, self.queues, self.options.concurrency))
         self.beacon.start()
         self.source.start(self._wake_from_thread)
@@ -315,7 +315,7 @@ class Worker:
 
     def _new_runtime(self) -> _Runtime:
         stop_now = asyncio.Event()
-        shared = Shared(self.app.store, self._io, self.holdings, self.events, self.worker_id)
+        shared = Shared(self.runtime.store, self._io, self.holdings, self.events, self.worker_id)
         completer = Completer(shared, stop_now)
         completer.on_reported = self._after_report
         leases = LeaseKeeper(shared)
@@ -504,7 +504,7 @@ class Worker:
             return
         jobs = await self._hand_off(jobs)
         attempts = []
-        worker_id, store, on_fenced = self.worker_id, self.app.store, self._fenced
+        worker_id, store, on_fenced = self.worker_id, self.runtime.store, self._fenced
         output_limit = self.executor.output_limit
         # One clock reading for the batch: their leases started together, at the claim.
         claimed_at = time.monotonic()
@@ -526,7 +526,7 @@ class Worker:
         using an attempt, due again a little later so this worker does not claim them again at
         once; the rest are returned to run (a task no live worker knows is dead-lettered, as
         it can never run). Returns the jobs to hold."""
-        tasks = self.app.tasks
+        tasks = self.runtime.tasks
         strangers = [job for job in jobs if job.task not in tasks]
         if not strangers:
             return jobs
@@ -536,7 +536,7 @@ class Worker:
         delay = self.options.hand_off_delay
         refs = [JobLeaseRef(job.id, job.lease_token) for job in known_elsewhere]
         handed: set[int] = await self._io(
-            self.app.store.job_hand_off_many, JobHandOffParams(refs, delay)
+            self.runtime.store.job_hand_off_many, JobHandOffParams(refs, delay)
         )
         self.events.emit(JobsHandedOff(self.worker_id, known_elsewhere, frozenset(handed), delay))
         gone = {job.id for job in known_elsewhere}
@@ -622,7 +622,7 @@ class Worker:
         """A sync handler is stuck past its timeout: stop claiming, let the other jobs finish,
         report this attempt's failure last, and leave the process for a fresh one to replace."""
         self._rt.completer.hold_back(attempt.job, params)
-        timeout = self.app.tasks[attempt.job.task].timeout or 0.0
+        timeout = self.runtime.tasks[attempt.job.task].timeout or 0.0
         self.events.emit(AttemptStuck(self.worker_id, attempt.job, timeout))
         self.request_stop()
 
