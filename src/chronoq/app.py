@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
 import itertools
 import logging
@@ -39,6 +40,7 @@ from typing import (
     overload,
 )
 
+from chronoq.admin import Admin
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
 from chronoq.core.enqueue import (
@@ -65,7 +67,7 @@ from chronoq.core.validate import (
     check_schedule_name,
 )
 from chronoq.deferrer import DEFER_OPTIONS, DeferOptions, Deferrer, configure, payload_of
-from chronoq.errors import ConfigError, ScheduleNotFound, UnknownTask
+from chronoq.errors import ConfigError, UnknownTask
 from chronoq.fleet import FleetLookup
 from chronoq.observability.events import JobsEnqueued, Observers
 from chronoq.observability.tracing import EnqueueTracer
@@ -321,6 +323,12 @@ class App:
                 if self._store is None:
                     self._store = open_store(self.config)
         return self._store
+
+    @functools.cached_property
+    def admin(self) -> Admin:
+        """Cancel, requeue, purge, pause, resume, remove and trigger, with their checks: the
+        one admin API every front end (HTTP, dashboard, CLI) goes through (`chronoq.admin`)."""
+        return Admin(self)
 
     def migrate(self) -> list[str]:
         return self.store.migrate()
@@ -715,15 +723,8 @@ class App:
         return report
 
     def trigger_schedule(self, name: str) -> Enqueued:
-        """Enqueue a stored schedule's job now, as a one-off job outside its cadence: same
-        task, payload, queue and priority; the schedule's cursor and counters stay."""
-        schedule = self.store.schedule_get(name)
-        if schedule is None:
-            raise ScheduleNotFound(f"no schedule named {name!r}")
-        spec = JobSpec(
-            schedule.task, schedule.payload, queue=schedule.queue, priority=schedule.priority
-        )
-        return self.enqueue_many([spec])[0]
+        """`app.admin.trigger_schedule(name)`."""
+        return self.admin.trigger_schedule(name)
 
     # -- reading --------------------------------------------------------------------------
 
