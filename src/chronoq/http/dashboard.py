@@ -33,7 +33,6 @@ from chronoq.dispatch.tiered.status import read_tier
 from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
 from chronoq.fleetview import next_fire, ordered, scheduler_warning
 from chronoq.http import fields
-from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (
     Refused,
     Session,
@@ -50,6 +49,7 @@ from chronoq.http.auth import (
     visitor,
 )
 from chronoq.http.context import HttpContext
+from chronoq.http.errors import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.fields import FieldError, optional
 from chronoq.http.templating import render, seconds
 from chronoq.http.views import read_overview
