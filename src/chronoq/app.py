@@ -25,6 +25,7 @@ import inspect
 import itertools
 import logging
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import (
@@ -723,7 +724,12 @@ class App:
         return report
 
     def trigger_schedule(self, name: str) -> Enqueued:
-        """`app.admin.trigger_schedule(name)`."""
+        """Deprecated: `app.admin.trigger_schedule(name)`, where every admin operation is."""
+        warnings.warn(
+            "App.trigger_schedule is deprecated; use app.admin.trigger_schedule",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.admin.trigger_schedule(name)
 
     # -- reading --------------------------------------------------------------------------

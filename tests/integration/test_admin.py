@@ -329,6 +329,26 @@ def test_a_malformed_queue_name_is_refused_even_with_create(app: chronoq.App, na
     assert app.store.queue_names() == []
 
 
+# -- deprecated names -----------------------------------------------------------------------
+
+
+def test_app_trigger_schedule_still_works_with_a_warning(app: chronoq.App) -> None:
+    with pytest.warns(DeprecationWarning, match=r"app\.admin\.trigger_schedule"):
+        enqueued = app.trigger_schedule("nightly")
+    assert app.admin.get_job(enqueued.id).task == "report"
+
+
+def test_queues_deprecated_helpers_still_answer(app: chronoq.App) -> None:
+    from chronoq import queues
+
+    with pytest.warns(DeprecationWarning, match="app.admin.known_queues"):
+        assert queues.known_queues(app) == {"emails", "reports"}
+    with pytest.warns(DeprecationWarning, match="queue_to_change"), pytest.raises(QueueNotFound):
+        queues.queue_to_change(app, "emials")
+    with pytest.warns(DeprecationWarning, match="remove_queue"), pytest.raises(QueueNotFound):
+        queues.remove_queue(app, "emials")
+
+
 # -- figures --------------------------------------------------------------------------------
 
 
