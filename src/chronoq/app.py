@@ -18,8 +18,10 @@ Sync and async callers share one implementation: the async API hands the same wo
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from types import MappingProxyType
@@ -33,11 +35,10 @@ from typing import (
     overload,
 )
 
+from chronoq.admin import Admin
 from chronoq.config import Config
 from chronoq.core.backoff import Backoff
-from chronoq.core.enqueue import (
-    did_you_mean,
-)
+from chronoq.core.enqueue import Enqueued, did_you_mean
 from chronoq.core.jobs import Job
 from chronoq.core.misfire import job_misfire
 from chronoq.core.ratelimit import KeyLimit
@@ -213,6 +214,21 @@ class App(Producer, Declarations):
                 if self._store is None:
                     self._store = open_store(self.config)
         return self._store
+
+    @functools.cached_property
+    def admin(self) -> Admin:
+        """Cancel, requeue, purge, pause, resume, remove and trigger, with their checks: the
+        one admin API every front end (HTTP, dashboard, CLI) goes through (`chronoq.admin`)."""
+        return Admin(self)
+
+    def trigger_schedule(self, name: str) -> Enqueued:
+        """Deprecated: `app.admin.trigger_schedule(name)`, where every admin operation is."""
+        warnings.warn(
+            "App.trigger_schedule is deprecated; use app.admin.trigger_schedule",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.admin.trigger_schedule(name)
 
     def migrate(self) -> list[str]:
         return self.store.migrate()

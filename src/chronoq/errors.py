@@ -18,10 +18,14 @@ ChronoqError                      base of every error chronoq raises on purpose
 ├── CoordinationUnavailable       the coordination service (etcd) cannot be reached
 ├── ExtraMissing                  a command needs an optional extra that is not installed
 ├── InvalidDuration               a duration such as "10s" or "5m" could not be read
-├── JobNotFound                   no job with that id
-├── ScheduleNotFound              no schedule with that name
-├── QueueNotFound                 no queue of that name is known (declared, with jobs or settings)
-├── QueueNotEmpty                 the queue has pending or running jobs, so it is kept
+├── NotFound                      what an admin operation names does not exist
+│   ├── JobNotFound               no job with that id
+│   ├── ScheduleNotFound          no schedule with that name
+│   ├── QueueNotFound             no queue of that name is known (declared, with jobs or settings)
+│   └── KeyLimitNotFound          the queue has no key limit with that pattern
+├── Conflict                      what an admin operation names is in a state that forbids it
+│   ├── JobFinished               the job has already ended, so it cannot be cancelled
+│   └── QueueNotEmpty             the queue has pending or running jobs, so it is kept
 ├── JobLost                       the worker no longer owns the job (its lease token is stale)
 ├── JobCancelled                  the job was cancelled while the attempt ran (not a failure)
 ├── JobTimeout                    an attempt ran past its task's timeout (kept in the job's errors)
@@ -121,19 +125,49 @@ class InvalidDuration(ChronoqError):
     """The duration could not be read; use forms like 30s, 5m, 2h, 7d or 1h30m."""
 
 
-class JobNotFound(ChronoqError):
+class NotFound(ChronoqError):
+    """Nothing has that id or name. `suggestion` is the tail of the message that names the
+    closest known name ("; did you mean 'x'?"), or "" when there is none, for a front end that
+    words the rest of the sentence its own way."""
+
+    def __init__(self, message: str | None = None, *, suggestion: str = "") -> None:
+        super().__init__(message)
+        self.suggestion = suggestion
+
+
+class JobNotFound(NotFound):
     """No job has that id."""
 
 
-class ScheduleNotFound(ChronoqError):
+class ScheduleNotFound(NotFound):
     """No schedule has that name."""
 
 
-class QueueNotFound(ChronoqError):
+class QueueNotFound(NotFound):
     """No queue of that name is known: none is declared by the app, has jobs or has settings."""
 
 
-class QueueNotEmpty(ChronoqError):
+class KeyLimitNotFound(NotFound):
+    """The queue has no key limit with that pattern."""
+
+
+class Conflict(ChronoqError):
+    """What the operation names is in a state that forbids it."""
+
+
+class JobFinished(Conflict):
+    """The job has already ended (done, dead, cancelled or skipped); only pending or running
+    jobs can be cancelled. `job` is the job as it is now."""
+
+    def __init__(self, job: Job, message: str | None = None) -> None:
+        self.job = job
+        super().__init__(
+            message
+            or f"job {job.id} is {job.status}; only pending or running jobs can be cancelled"
+        )
+
+
+class QueueNotEmpty(Conflict):
     """The queue has pending or running jobs; its settings are kept."""
 
 

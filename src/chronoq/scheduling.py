@@ -23,7 +23,7 @@ from chronoq.core.ratelimit import (
 )
 from chronoq.core.schedules import ScheduleSpec
 from chronoq.core.validate import check_name, check_schedule_name, encode_payload
-from chronoq.errors import ConfigError, ScheduleNotFound
+from chronoq.errors import ConfigError
 from chronoq.storage.base import JobInsertParams, QueueLimitParams, ScheduleUpsertParams
 from chronoq.task import Task
 
@@ -280,14 +280,3 @@ class Declarations:
                 extra={"action": "app.sync", "schedule": name},
             )
         return report
-
-    def trigger_schedule(self, name: str) -> Enqueued:
-        """Enqueue a stored schedule's job now, as a one-off job outside its cadence: same
-        task, payload, queue and priority; the schedule's cursor and counters stay."""
-        schedule = self.store.schedule_get(name)
-        if schedule is None:
-            raise ScheduleNotFound(f"no schedule named {name!r}")
-        spec = JobSpec(
-            schedule.task, schedule.payload, queue=schedule.queue, priority=schedule.priority
-        )
-        return self.enqueue_many([spec])[0]

@@ -1,7 +1,11 @@
-"""Commands that inspect and administer the store: migrate, jobs, dead, stats, enqueue."""
+"""Commands that inspect and administer the store: migrate, jobs, dead, stats, enqueue.
+
+Each administering command parses its arguments, calls the admin API (`app.admin`) and prints
+what it answered; its errors become one line and an exit code in `chronoq.cli.main`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -9,8 +13,8 @@ from chronoq.cli.apps import command_config, open_app
 from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
 from chronoq.cli.output import dead_table, job_detail, jobs_table, stats_table
 from chronoq.cli.parser import UsageError
-from chronoq.core.jobs import Job, JobStatus, stats_json
-from chronoq.errors import JobNotFound
+from chronoq.core.jobs import Job, stats_json
+from chronoq.errors import JobFinished
 from chronoq.storage import open_store
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -98,16 +102,14 @@ def jobs_list(run: Invocation) -> int:
         statuses=tuple(args.status or ()), queue=args.queue, task=args.task, limit=args.limit
     )
     with open_app(run.dsn) as app:
-        jobs = app.store.job_list(params)
+        jobs = app.admin.list_jobs(params)
     _print_jobs(run, jobs)
     return EXIT_OK
 
 
 def jobs_show(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        job = app.store.job_get(run.args.id)
-    if job is None:
-        raise JobNotFound(f"no job with id {run.args.id}")
+        job = app.admin.get_job(run.args.id)
     if run.wants_json:
         run.out.json(job.to_json())
     else:
@@ -116,18 +118,17 @@ def jobs_show(run: Invocation) -> int:
 
 
 def jobs_cancel(run: Invocation) -> int:
+    """Exit 1 when the job has already ended (cancelled included): `--json` still prints it."""
     with open_app(run.dsn) as app:
-        job = app.store.job_cancel(run.args.id)
-    if job is None:
-        raise JobNotFound(f"no job with id {run.args.id}")
+        try:
+            job = app.admin.cancel_job(run.args.id)
+        except JobFinished as exc:
+            if run.wants_json:
+                run.out.json(exc.job.to_json())
+            raise
     if run.wants_json:
         run.out.json(job.to_json())
-    if job.status != JobStatus.CANCELLED:
-        run.out.error(
-            f"job {job.id} is {job.status}; only pending or running jobs can be cancelled"
-        )
-        return EXIT_FAILURE
-    if not run.wants_json:
+    else:
         run.out.line(f"cancelled job {job.id}")
     return EXIT_OK
 
@@ -143,9 +144,9 @@ def _print_jobs(run: Invocation, jobs: Sequence[Job]) -> None:
 
 
 def dead_list(run: Invocation) -> int:
-    params = JobListParams(statuses=(JobStatus.DEAD,), queue=run.args.queue, limit=run.args.limit)
+    params = JobListParams(queue=run.args.queue, limit=run.args.limit)
     with open_app(run.dsn) as app:
-        jobs = app.store.job_list(params)
+        jobs = app.admin.list_dead(params)
     if run.wants_json:
         run.out.json([job.to_json() for job in jobs])
     else:
@@ -161,16 +162,9 @@ def dead_requeue(run: Invocation) -> int:
         raise UsageError("give the ids of dead jobs to requeue, or --all (not both)")
     wanted: list[int] | None = None if args.all else sorted(set(args.ids))
     with open_app(run.dsn) as app:
-        result = app.store.dead_requeue(DeadRequeueParams(ids=wanted, queue=args.queue))
+        result = app.admin.requeue_dead(DeadRequeueParams(ids=wanted, queue=args.queue))
     if run.wants_json:
-        run.out.json(
-            {
-                "requeued": result.requeued,
-                "key_conflicts": result.key_conflicts,
-                "not_dead": result.not_dead,
-                "not_found": result.not_found,
-            }
-        )
+        run.out.json(dataclasses.asdict(result))
     else:
         _report_requeue(run, result)
     left = result.key_conflicts or result.not_dead or result.not_found
@@ -212,7 +206,7 @@ def dead_purge(run: Invocation) -> int:
         ids=sorted(set(args.ids)) or None,
     )
     with open_app(run.dsn) as app:
-        purged = app.store.dead_purge(params)
+        purged = app.admin.purge_dead(params)
     if run.wants_json:
         run.out.json({"purged": purged})
     else:
@@ -225,7 +219,7 @@ def dead_purge(run: Invocation) -> int:
 
 def stats(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        counts = app.store.stats()
+        counts = app.admin.stats()
     if run.wants_json:
         run.out.json(stats_json(counts))
     else:

@@ -307,7 +307,7 @@ def fetch_jobs(app: App, plan: Plan) -> list[Job]:
     jobs: list[Job] = []
     for queue in QUEUES:
         params = JobListParams(queue=queue, before_id=newest, limit=len(wanted))
-        jobs += [job for job in app.store.job_list(params) if job.id in wanted]
+        jobs += [job for job in app.admin.list_jobs(params) if job.id in wanted]
     return jobs
 
 

@@ -11,7 +11,6 @@ from chronoq.cli.apps import open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.cli.output import short_time
 from chronoq.fleet.view import ProcessView, fleet_json, ordered
-from chronoq.storage.base import ProcessListParams
 
 STATE_STYLES = {"alive": "green", "stopped": "bright_black", "gone": "red"}
 NOBODY = (
@@ -22,7 +21,7 @@ NOBODY = (
 
 def processes(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        fleet = app.store.process_list(ProcessListParams(all=run.args.all))
+        fleet = app.admin.list_processes(every=run.args.all)
     if run.wants_json:
         run.out.json(fleet_json(fleet))
         return EXIT_OK

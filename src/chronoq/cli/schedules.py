@@ -1,14 +1,19 @@
-"""Commands for time: `schedule ...`, `queue ...` and `scheduler`."""
+"""Commands for time: `schedule ...`, `queue ...` and `scheduler`.
+
+The administering ones parse their arguments, call the admin API (`app.admin`) and print what
+it answered; a queue nobody knows is a usage error here (exit 2), any other error of the admin
+one line and exit 1 (`chronoq.cli.main`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from rich.table import Table
 
-from chronoq.app import App
 from chronoq.cli.apps import open_app
-from chronoq.cli.invocation import EXIT_FAILURE, EXIT_OK, Invocation
+from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.cli.parser import UsageError
 from chronoq.cli.worker import configure_logging, ensure_metrics, serve_metrics
 from chronoq.core.cron import parse_cadence, preview
@@ -17,10 +22,8 @@ from chronoq.core.schedules import Schedule
 from chronoq.core.timetext import schedule_times
 from chronoq.errors import InvalidSchedule, QueueNotFound, ScheduleNotFound
 from chronoq.fleet.view import next_fire, scheduler_warning
-from chronoq.queues import queue_to_change, remove_queue
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions
-from chronoq.scheduling import key_limit, queue_limit_params
-from chronoq.storage.base import ProcessListParams, QueueSettings
+from chronoq.storage.base import QueueSettings
 
 SHOW_NEXT = 5
 
@@ -45,8 +48,7 @@ def schedule_add(run: Invocation) -> int:
             jitter=args.jitter,
         )
         created = app.add_schedule(spec)
-        stored = app.store.schedule_get(spec.name)
-    assert stored is not None
+        stored = app.admin.get_schedule(spec.name)
     if run.wants_json:
         run.out.json({"created": created, "schedule": stored.to_json()})
     else:
@@ -57,8 +59,8 @@ def schedule_add(run: Invocation) -> int:
 
 def schedule_list(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        schedules = app.store.schedule_list()
-        fleet = app.store.process_list(ProcessListParams())
+        schedules = app.admin.list_schedules()
+        fleet = app.admin.list_processes()
     warning = scheduler_warning(schedules, fleet)
     if warning is not None:
         run.out.note(f"warning: {warning.text}")
@@ -84,7 +86,7 @@ def schedule_list(run: Invocation) -> int:
 
 def schedule_show(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        schedule = _required(app.store.schedule_get(run.args.name), run.args.name)
+        schedule = app.admin.get_schedule(run.args.name)
     if run.wants_json:
         run.out.json(schedule.to_json() | {"next": [t.isoformat() for t in _upcoming(schedule)]})
         return EXIT_OK
@@ -118,14 +120,17 @@ def schedule_resume(run: Invocation) -> int:
 
 
 def schedule_remove(run: Invocation) -> int:
+    """Exit 1 when no schedule has the name: `--json` still prints `{"removed": false}`."""
     with open_app(run.dsn) as app:
-        removed = app.store.schedule_remove(run.args.name)
+        try:
+            app.admin.remove_schedule(run.args.name)
+        except ScheduleNotFound:
+            if run.wants_json:
+                run.out.json({"removed": False})
+            raise
     if run.wants_json:
-        run.out.json({"removed": removed})
-    if not removed:
-        run.out.error(f"no schedule named {run.args.name!r}")
-        return EXIT_FAILURE
-    if not run.wants_json:
+        run.out.json({"removed": True})
+    else:
         run.out.line(f"removed schedule {run.args.name}; its pending jobs were cancelled")
     return EXIT_OK
 
@@ -145,19 +150,16 @@ def schedule_preview(run: Invocation) -> int:
 
 def _set_paused(run: Invocation, *, paused: bool) -> int:
     with open_app(run.dsn) as app:
-        schedule = _required(app.store.schedule_pause(run.args.name, paused), run.args.name)
+        if paused:
+            schedule = app.admin.pause_schedule(run.args.name)
+        else:
+            schedule = app.admin.resume_schedule(run.args.name)
     if run.wants_json:
         run.out.json(schedule.to_json())
     else:
         state = "paused" if paused else "resumed"
         run.out.line(f"{state} schedule {schedule.name}")
     return EXIT_OK
-
-
-def _required(schedule: Schedule | None, name: str) -> Schedule:
-    if schedule is None:
-        raise ScheduleNotFound(f"no schedule named {name!r}")
-    return schedule
 
 
 def _upcoming(schedule: Schedule) -> list[datetime]:
@@ -210,7 +212,7 @@ def _when(s: Schedule, moment: datetime | None) -> str:
 
 def queue_list(run: Invocation) -> int:
     with open_app(run.dsn) as app:
-        queues = app.store.queue_list()
+        queues = app.admin.list_queue_settings()
     if run.wants_json:
         run.out.json([_queue_json(queue) for queue in queues])
         return EXIT_OK
@@ -240,39 +242,37 @@ def queue_resume(run: Invocation) -> int:
 
 def queue_limit(run: Invocation) -> int:
     args = run.args
-    params = queue_limit_params(args.queue, args.rate, args.burst, args.concurrency)
-    with open_app(run.dsn) as app:
-        _known_queue(run, app)
-        queue = app.store.queue_limit(params)
+    with open_app(run.dsn) as app, _known_queue(run):
+        queue = app.admin.limit_queue(
+            args.queue,
+            rate=args.rate,
+            burst=args.burst,
+            concurrency=args.concurrency,
+            create=args.create,
+        )
     return _print_queue(run, queue, "limits set" if queue.limited else "limits cleared")
 
 
 def queue_limit_key(run: Invocation) -> int:
     args = run.args
-    limit = key_limit(args.pattern, args.rate, args.burst)
-    with open_app(run.dsn) as app:
-        queue = app.store.key_limit_set(_known_queue(run, app), limit)
+    with open_app(run.dsn) as app, _known_queue(run):
+        queue = app.admin.limit_key(
+            args.queue, args.pattern, rate=args.rate, burst=args.burst, create=args.create
+        )
     return _print_queue(run, queue, f"each key matching {args.pattern} limited")
 
 
 def queue_unlimit_key(run: Invocation) -> int:
     args = run.args
     with open_app(run.dsn) as app:
-        removed = app.store.key_limit_remove(args.queue, args.pattern)
-        queue = app.store.queue_get(args.queue)
-    if not removed:
-        run.out.error(f"queue {args.queue!r} has no key limit {args.pattern!r}")
-        return EXIT_FAILURE
+        queue = app.admin.unlimit_key(args.queue, args.pattern)
     return _print_queue(run, queue, f"key limit {args.pattern} removed")
 
 
 def queue_remove(run: Invocation) -> int:
     """Exit 0 when the queue has no settings left, 1 when it has pending or running jobs."""
-    with open_app(run.dsn) as app:
-        try:
-            removal = remove_queue(app, run.args.queue)
-        except QueueNotFound as exc:
-            raise UsageError(str(exc)) from None
+    with open_app(run.dsn) as app, _known_queue(run):
+        removal = app.admin.remove_queue(run.args.queue)
     if run.wants_json:
         run.out.json({"name": removal.name, "removed": removal.removed})
     else:
@@ -282,16 +282,20 @@ def queue_remove(run: Invocation) -> int:
 
 
 def _queue_paused(run: Invocation, *, paused: bool) -> int:
-    with open_app(run.dsn) as app:
-        queue = app.store.queue_pause(_known_queue(run, app), paused)
+    with open_app(run.dsn) as app, _known_queue(run):
+        if paused:
+            queue = app.admin.pause_queue(run.args.queue, create=run.args.create)
+        else:
+            queue = app.admin.resume_queue(run.args.queue)
     return _print_queue(run, queue, "paused" if paused else "resumed")
 
 
-def _known_queue(run: Invocation, app: App) -> str:
-    """The queue the command names, refused as a usage error when no one knows it."""
-    create = bool(getattr(run.args, "create", False))
+@contextmanager
+def _known_queue(run: Invocation) -> Iterator[None]:
+    """A queue nobody knows is a usage error, with the way to make it on purpose when the
+    command has one."""
     try:
-        return queue_to_change(app, run.args.queue, create=create)
+        yield
     except QueueNotFound as exc:
         hint = " (--create to make it on purpose)" if hasattr(run.args, "create") else ""
         raise UsageError(f"{exc}{hint}") from None

@@ -9,30 +9,33 @@ Each route names the session it needs as a dependency (`Reader`, `Admin`, ...; s
 their checks are in `auth`); a request without it never reaches the route, and the exception
 handlers installed here answer it: a stranger's page request with the login form, a form
 without its CSRF token or admin scope with a 403 page. Form and query values are read by
-`fields`, as the API's are; templates are set up in `templating`. The overview's charts are
+`fields`, as the API's are (what each form asks for is in `forms`); actions call the admin API
+(`app.admin`) and turn its answer or error into a flash message; templates are set up in
+`templating`, and the rows of pages that are more than records in `rows`. The overview's charts are
 drawn by `static/dashboard.js` from `/dashboard/overview.json`, which it polls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from chronoq.core.cron import preview
-from chronoq.core.jobs import Job, JobStatus
-from chronoq.core.schedules import Schedule
-from chronoq.core.timetext import schedule_times
-from chronoq.errors import InvalidSchedule, QueueNotFound, StoreUnavailable
+from chronoq.core.jobs import JobStatus
+from chronoq.errors import (
+    ConfigError,
+    JobFinished,
+    JobNotFound,
+    QueueNotFound,
+    ScheduleNotFound,
+    StoreUnavailable,
+)
 from chronoq.fleet.records import Fleet
-from chronoq.fleet.view import next_fire, ordered, scheduler_warning
+from chronoq.fleet.view import ordered, scheduler_warning
 from chronoq.http import fields
-from chronoq.http.api import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
 from chronoq.http.auth import (
     Refused,
     Session,
@@ -49,21 +52,23 @@ from chronoq.http.auth import (
     visitor,
 )
 from chronoq.http.context import HttpContext
-from chronoq.http.fields import FieldError, optional
-from chronoq.http.templating import render, seconds
-from chronoq.http.views import read_overview
-from chronoq.queues import queue_to_change
-from chronoq.storage.base import (
-    DeadPurgeParams,
-    DeadRequeueParams,
-    JobListParams,
-    ProcessListParams,
+from chronoq.http.errors import STORE_UNAVAILABLE, log_store_unavailable, store_unavailable
+from chronoq.http.fields import FieldError
+from chronoq.http.forms import (
+    PAGE_SIZE,
+    dead_search,
+    job_search,
+    purge_selection,
+    requeue_selection,
+    running_search,
 )
+from chronoq.http.rows import JobPage, ScheduleRow, upcoming
+from chronoq.http.templating import render
+from chronoq.http.views import read_overview
+from chronoq.storage.base import JobListParams
 from chronoq.tier.status import read_tier
 
-PAGE_SIZE = 50
 POLL_MS = 2000  # how often the overview and a live job page ask for fresh figures
-SHOWN_TICKS = 3  # upcoming fire times listed per schedule
 FLASH_LIMIT = 300  # characters per flash message: they travel in the session cookie
 SHOWN_IDS = 10  # ids listed in a flash message before "and N more"
 FLASH_KEY = "flash"
@@ -193,6 +198,12 @@ def _id_list(ids: Sequence[int]) -> str:
     return f": {shown}{more}" if ids else ""
 
 
+def _sentence(text: str) -> str:
+    """A message of the admin API as a flash shows it: capitalised, and ended."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 def _query(values: Mapping[str, str | int | None]) -> str:
     kept = {name: value for name, value in values.items() if value not in (None, "")}
     return "?" + urlencode(kept) if kept else ""
@@ -277,7 +288,7 @@ class Dashboard:
     def overview(self, request: Request, viewer: Reader) -> Response:
         data = read_overview(self.ctx.recent, self.ctx.app.store)
         tier = read_tier(self.ctx.app.runtime())
-        warning = scheduler_warning(self.ctx.app.store.schedule_list(), self._live())
+        warning = scheduler_warning(self.ctx.app.admin.list_schedules(), self._live())
         return render_page(
             request,
             viewer,
@@ -298,10 +309,13 @@ class Dashboard:
         return self._queue_paused(request, name, paused=False)
 
     def _queue_paused(self, request: Request, name: str, *, paused: bool) -> Response:
+        admin = self.ctx.app.admin
         try:
-            queue = queue_to_change(self.ctx.app, fields.name("queue", name))
-            self.ctx.app.store.queue_pause(queue, paused)
-        except (FieldError, QueueNotFound) as exc:
+            if paused:
+                admin.pause_queue(name)
+            else:
+                admin.resume_queue(name)
+        except (ConfigError, QueueNotFound) as exc:
             flash(request, "error", str(exc))
         else:
             flash(request, "ok", f"{'Paused' if paused else 'Resumed'} queue {name}")
@@ -330,7 +344,7 @@ class Dashboard:
             "created_before": created_before,
         }
         try:
-            params = _job_search(form, before_id)
+            params = job_search(form, before_id)
         except FieldError as exc:
             return render_page(
                 request, viewer, "jobs.html", status=400, form=form, error=str(exc), page=None
@@ -340,7 +354,7 @@ class Dashboard:
 
     def _page(self, params: JobListParams, form: dict[str, str]) -> JobPage:
         """One page of a search, newest first, with the cursor of the next one if any."""
-        found = self.ctx.app.store.job_list(params)
+        found = self.ctx.app.admin.list_jobs(params)
         jobs = found[:PAGE_SIZE]
         older = _query({**form, "before_id": jobs[-1].id}) if len(found) > PAGE_SIZE else None
         newest = _query(dict(form)) if params.before_id is not None else None
@@ -351,8 +365,9 @@ class Dashboard:
             number = fields.job_id("job id", job_id)
         except FieldError as exc:
             return render_message(request, viewer, 400, "Bad job id", str(exc))
-        job = self.ctx.app.store.job_get(number)
-        if job is None:
+        try:
+            job = self.ctx.app.admin.get_job(number)
+        except JobNotFound:
             message = f"There is no job {number}; it may have been pruned or purged."
             return render_message(request, viewer, 404, "No such job", message)
         return render_page(
@@ -368,10 +383,10 @@ class Dashboard:
     def job_json(self, job_id: str, viewer: Poller) -> Response:
         """What a live job page compares with what it shows, to reload when the job moved."""
         try:
-            job = self.ctx.app.store.job_get(fields.job_id("job id", job_id))
+            job = self.ctx.app.admin.get_job(fields.job_id("job id", job_id))
         except FieldError as exc:
             return json_answer({"error": str(exc)}, 400)
-        if job is None:
+        except JobNotFound:
             return json_answer({"error": "no such job"}, 404)
         return json_answer(
             {
@@ -389,18 +404,15 @@ class Dashboard:
         except FieldError as exc:
             flash(request, "error", str(exc))
             return see_other("/jobs")
-        job = self.ctx.app.store.job_cancel(number)
-        if job is None:
+        try:
+            self.ctx.app.admin.cancel_job(number)
+        except JobNotFound:
             flash(request, "error", f"There is no job {number}.")
             return see_other("/jobs")
-        if job.status is JobStatus.CANCELLED:
-            flash(request, "ok", f"Cancelled job {number}")
+        except JobFinished as exc:
+            flash(request, "error", _sentence(str(exc)))
         else:
-            flash(
-                request,
-                "error",
-                f"Job {number} is {job.status}; only pending or running jobs can be cancelled.",
-            )
+            flash(request, "ok", f"Cancelled job {number}")
         return see_other(f"/jobs/{number}")
 
     def running(
@@ -409,7 +421,7 @@ class Dashboard:
         """The running jobs, newest first, with the progress their attempts reported."""
         form = {"queue": queue}
         try:
-            params = _running_search(queue, before_id)
+            params = running_search(queue, before_id)
         except FieldError as exc:
             return render_page(
                 request, viewer, "running.html", status=400, form=form, error=str(exc), page=None
@@ -425,7 +437,7 @@ class Dashboard:
         form = {"queue": queue, "task": task}
         here = request.url.path + _query({**form, "before_id": before_id})
         try:
-            params = _dead_search(queue, task, before_id)
+            params = dead_search(queue, task, before_id)
         except FieldError as exc:
             return render_page(
                 request,
@@ -451,11 +463,11 @@ class Dashboard:
         back: Field = "/dead",
     ) -> Response:
         try:
-            params = _requeue_selection(ids, everything, queue, task)
+            params = requeue_selection(ids, everything, queue, task)
         except FieldError as exc:
             flash(request, "error", str(exc))
             return go_back(back, "/dead")
-        result = self.ctx.app.store.dead_requeue(params)
+        result = self.ctx.app.admin.requeue_dead(params)
         flash(request, "ok", f"Requeued {len(result.requeued)} job(s){_id_list(result.requeued)}")
         if result.key_conflicts:
             flash(
@@ -477,18 +489,18 @@ class Dashboard:
         back: Field = "/dead",
     ) -> Response:
         try:
-            params = _purge_selection(ids, older_than, queue, task)
+            params = purge_selection(ids, older_than, queue, task)
         except FieldError as exc:
             flash(request, "error", str(exc))
             return go_back(back, "/dead")
-        purged = self.ctx.app.store.dead_purge(params)
+        purged = self.ctx.app.admin.purge_dead(params)
         flash(request, "ok", f"Purged {purged} dead job(s)")
         return go_back(back, "/dead")
 
     # -- schedules ------------------------------------------------------------------------
 
     def schedules(self, request: Request, viewer: Reader) -> Response:
-        schedules = self.ctx.app.store.schedule_list()
+        schedules = self.ctx.app.admin.list_schedules()
         fleet = self._live()
         warning = scheduler_warning(schedules, fleet)
         unfired_at = fleet.db_now if warning is not None else None
@@ -511,8 +523,8 @@ class Dashboard:
     ) -> Response:
         """Every live process (with `all`, those of the last day too) and what it does now."""
         every = include_all.strip().lower() in ("1", "true", "yes", "on")
-        fleet = self.ctx.app.store.process_list(ProcessListParams(all=every))
-        warning = scheduler_warning(self.ctx.app.store.schedule_list(), fleet)
+        fleet = self.ctx.app.admin.list_processes(every=every)
+        warning = scheduler_warning(self.ctx.app.admin.list_schedules(), fleet)
         return render_page(
             request,
             viewer,
@@ -525,142 +537,20 @@ class Dashboard:
         )
 
     def _live(self) -> Fleet:
-        return self.ctx.app.store.process_list(ProcessListParams())
+        return self.ctx.app.admin.list_processes()
 
     def _schedule_paused(self, request: Request, name: str, *, paused: bool) -> Response:
-        store = self.ctx.app.store
-        if not _is_name("schedule", name) or store.schedule_pause(name, paused) is None:
-            flash(request, "error", f"There is no schedule named {fields.quoted(name)}.")
+        admin = self.ctx.app.admin
+        missing = f"There is no schedule named {fields.quoted(name)}"
+        try:
+            if paused:
+                admin.pause_schedule(name)
+            else:
+                admin.resume_schedule(name)
+        except ScheduleNotFound as exc:
+            flash(request, "error", _sentence(missing + exc.suggestion))
+        except ConfigError as exc:  # a name no schedule can have: say why too
+            flash(request, "error", _sentence(f"{missing}: {exc}"))
         else:
             flash(request, "ok", f"{'Paused' if paused else 'Resumed'} schedule {name}")
         return see_other("/schedules")
-
-
-# -- what forms and queries ask for -------------------------------------------------------
-
-
-def _job_search(form: dict[str, str], before_id: str) -> JobListParams:
-    status = fields.status("status", form["status"])
-    return JobListParams(
-        statuses=(status,) if status is not None else (),
-        queue=fields.name_filter("queue", optional(form["queue"])),
-        task=fields.name_filter("task", optional(form["task"])),
-        key=fields.key_filter(optional(form["key"])),
-        created_after=fields.form_instant("created after", form["created_after"]),
-        created_before=fields.form_instant("created before", form["created_before"]),
-        before_id=_cursor(before_id),
-        limit=PAGE_SIZE + 1,
-    )
-
-
-def _running_search(queue: str, before_id: str) -> JobListParams:
-    return JobListParams(
-        statuses=(JobStatus.RUNNING,),
-        queue=fields.name_filter("queue", optional(queue)),
-        before_id=_cursor(before_id),
-        limit=PAGE_SIZE + 1,
-    )
-
-
-def _dead_search(queue: str, task: str, before_id: str) -> JobListParams:
-    return JobListParams(
-        statuses=(JobStatus.DEAD,),
-        queue=fields.name_filter("queue", optional(queue)),
-        task=fields.name_filter("task", optional(task)),
-        before_id=_cursor(before_id),
-        limit=PAGE_SIZE + 1,
-    )
-
-
-def _cursor(before_id: str) -> int | None:
-    return fields.job_id("before_id", before_id) if before_id.strip() else None
-
-
-def _requeue_selection(
-    ids: Sequence[str] | None, everything: str, queue: str, task: str
-) -> DeadRequeueParams:
-    """The checked jobs, or with `everything` every dead job of the filter."""
-    queue_name = fields.name_filter("queue", optional(queue))
-    task_name = fields.name_filter("task", optional(task))
-    if everything:
-        return DeadRequeueParams(ids=None, queue=queue_name, task=task_name)
-    chosen = fields.job_ids("job id", ids or [])
-    if not chosen:
-        raise FieldError("ids", "Select at least one dead job first.")
-    return DeadRequeueParams(ids=chosen, queue=queue_name, task=task_name)
-
-
-def _purge_selection(
-    ids: Sequence[str] | None, older_than: str, queue: str, task: str
-) -> DeadPurgeParams:
-    """The checked jobs, or with `older_than` the filter's jobs that died that long ago."""
-    queue_name = fields.name_filter("queue", optional(queue))
-    task_name = fields.name_filter("task", optional(task))
-    if older_than.strip():
-        age = fields.duration("older than", older_than)
-        return DeadPurgeParams(older_than=age, queue=queue_name, task=task_name)
-    chosen = fields.job_ids("job id", ids or [])
-    if not chosen:
-        raise FieldError("ids", "Select at least one dead job, or give an age such as 7d.")
-    return DeadPurgeParams(ids=chosen, queue=queue_name, task=task_name)
-
-
-def _is_name(kind: str, value: str) -> bool:
-    """Could `value` name a stored schedule (or queue, task) at all?"""
-    try:
-        fields.name(kind, value)
-    except FieldError:
-        return False
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class JobPage:
-    """Jobs of one page; `older` and `newest` are query strings (None: no such link)."""
-
-    jobs: list[Job]
-    older: str | None
-    newest: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleRow:
-    """`unfired_at`: with no scheduler running, the database clock then (its ticks wait)."""
-
-    schedule: Schedule
-    next_ticks: list[datetime]
-    unfired_at: datetime | None = None
-
-    @property
-    def overdue(self) -> bool:
-        """No scheduler runs, and the tick it waits for has passed already."""
-        if self.unfired_at is None:
-            return False
-        fire = next_fire(self.schedule)
-        return fire is not None and fire <= self.unfired_at
-
-    @property
-    def next_times(self) -> list[str]:
-        """The next fire times as `chronoq schedule` writes them (to the second if needed)."""
-        return schedule_times(self.schedule, self.next_ticks)
-
-    @property
-    def late_text(self) -> str:
-        s = self.schedule
-        if not s.late:
-            return "0"
-        return f"{s.late} (mean {seconds(s.lateness_mean)}, max {seconds(s.lateness_max)})"
-
-
-def upcoming(schedule: Schedule) -> list[datetime]:
-    """Its next fire times on its own wall clock (none while paused, or if the cadence no longer
-    parses, which the page shows rather than failing)."""
-    if schedule.paused:
-        return []
-    start = schedule.tick_cursor
-    if schedule.next_tick is not None:
-        start = schedule.next_tick - timedelta(microseconds=1)
-    try:
-        return preview(schedule.parsed_cadence(), start, SHOWN_TICKS)
-    except InvalidSchedule:
-        return []

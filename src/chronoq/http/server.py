@@ -17,10 +17,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.staticfiles import StaticFiles
 
 from chronoq import __version__
-from chronoq.http.api import api_routes, error_response, install_error_handlers
+from chronoq.http.api import api_routes
 from chronoq.http.auth import Throttle, install_sessions, read_session
 from chronoq.http.context import HttpContext
 from chronoq.http.dashboard import PAGE_HEADERS, install_dashboard
+from chronoq.http.errors import error_response, install_error_handlers
 from chronoq.http.limits import BODY_SECONDS, BodyLimit, BodyLimits
 from chronoq.http.redirects import RelativeRedirects
 
