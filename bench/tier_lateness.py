@@ -34,7 +34,8 @@ from chronoq import App, JobSpec, JobStatus, Worker, WorkerOptions
 from chronoq.coordination import StaticElector
 from chronoq.observability.events import Observers, Subscription, TimersMoved
 from chronoq.storage.base import JobListParams
-from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.options import TierOptions
 from chronoq.tier.redis import RedisTimerStore, connect
 
 PARTITIONS = 4

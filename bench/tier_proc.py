@@ -32,7 +32,8 @@ from chronoq.observability.events import (
     TimersMoved,
 )
 from chronoq.tier.etcd.elector import EtcdElector
-from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.options import TierOptions
 from chronoq.tier.redis import RedisTimerStore, connect
 from chronoq.worker.worker import Worker, WorkerOptions
 

@@ -22,7 +22,7 @@ from bench.systems.base import Recorder, Target, WorkerConfig
 from bench.systems.chronoq_sqlite import ChronoqSqlite
 from bench.systems.sql import Q as BENCH_Q
 from chronoq.storage.sqlfile import load_dialect
-from chronoq.storage.sqlite.store import BUSY_TIMEOUT_MS, now_micros
+from chronoq.storage.sqlite.session import BUSY_TIMEOUT_MS, now_micros
 
 Q = load_dialect("chronoq.storage.sqlite")
 IDLE_PAUSE = 0.005

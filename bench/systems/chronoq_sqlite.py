@@ -17,7 +17,7 @@ from bench.systems.chronoq_pg import (
 )
 from bench.systems.sql import Q
 from chronoq import JobSpec
-from chronoq.storage.sqlite.store import now_micros
+from chronoq.storage.sqlite.session import now_micros
 
 
 class ChronoqSqlite(ChronoqPostgres):

@@ -5,7 +5,7 @@ from typing import Any
 
 import psycopg
 
-from chronoq.storage.postgres.store import JSONB_VERSION
+from chronoq.storage.postgres.inserts import JSONB_VERSION
 from chronoq.storage.sqlfile import load_queries
 
 Q = load_queries("bench.systems", "queries.sql")

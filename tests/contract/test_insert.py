@@ -13,7 +13,7 @@ import pytest
 from chronoq.core.enqueue import MAX_ATTEMPTS_LIMIT
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.storage.base import JobInsertParams, JobInsertResult
-from chronoq.storage.postgres import store as postgres_store
+from chronoq.storage.postgres import inserts as postgres_inserts
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlstore import BULK_THRESHOLD
 
@@ -135,13 +135,13 @@ def test_bulk_insert_paths_on_postgres(
     """At BULK_THRESHOLD keyless rows PostgreSQL switches to COPY; keys force unnest."""
     store = pg_store
     copies: list[int] = []
-    real_copy = postgres_store._copy_rows
+    real_copy = postgres_inserts._copy_rows
 
     def spy(cur, jobs):  # type: ignore[no-untyped-def]
         copies.append(len(jobs))
         return real_copy(cur, jobs)
 
-    monkeypatch.setattr(postgres_store, "_copy_rows", spy)
+    monkeypatch.setattr(postgres_inserts, "_copy_rows", spy)
     insert(store, *[params() for _ in range(BULK_THRESHOLD - 1)])
     assert copies == []
     insert(store, *[params() for _ in range(BULK_THRESHOLD)])

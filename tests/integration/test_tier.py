@@ -27,7 +27,8 @@ from chronoq.observability.events import (
     Subscription,
     TimersMoved,
 )
-from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.options import TierOptions
 from chronoq.tier.redis import RedisTimerStore, connect
 from chronoq.tier.source import StreamJobSource
 from chronoq.tier.wiring import open_reader, partition_count

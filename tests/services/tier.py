@@ -11,7 +11,8 @@ from typing import Any
 from chronoq import App
 from chronoq.coordination import PartitionElector, StaticElector
 from chronoq.observability.events import Observer, Observers
-from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.options import TierOptions
 from chronoq.tier.redis import RedisTimerStore, connect
 
 PARTITIONS = 4

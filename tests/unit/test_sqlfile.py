@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 import sys
 from importlib import resources
@@ -10,10 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from chronoq.storage import sqlstore
+from chronoq.storage import sql, sqlstore
 from chronoq.storage.sqlfile import DIALECT_FILES, load_dialect, load_queries
 
 DIALECTS = ["chronoq.storage.postgres", "chronoq.storage.sqlite"]
+# The shared store: SqlStore and the parts it is composed of.
+SHARED = [
+    sqlstore,
+    *(
+        importlib.import_module(f"{sql.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(sql.__path__)
+    ),
+]
 
 
 @pytest.fixture
@@ -65,7 +75,11 @@ def test_every_sql_file_of_a_dialect_is_loaded(dialect: str) -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_block_the_shared_store_runs_exists_in_both_dialects(dialect: str) -> None:
-    used = set(re.findall(r'self\.Q\["(\w+)"\]', inspect.getsource(sqlstore)))
+    used = {
+        name
+        for module in SHARED
+        for name in re.findall(r'self\.Q\["(\w+)"\]', inspect.getsource(module))
+    }
     assert used, "the pattern no longer finds the shared store's statements"
     assert used <= set(load_dialect(dialect))
 

@@ -6,8 +6,11 @@ workers read the streams and confirm each job in PostgreSQL, the system of recor
 
 ```
  scheduler process                                  worker process
-   leader.py   TierLeader: stage, wheel, move         source.py  StreamJobSource (a JobSource)
-     ├── wheel.py    TimingWheel                        └── redis/streams.py RedisStreamReader
+   leader.py   TierLeader: leadership, the loops      source.py  StreamJobSource (a JobSource)
+     ├── stager.py   Stager: PostgreSQL → Redis           └── redis/streams.py RedisStreamReader
+     ├── mover.py    Mover: Redis → streams, trims
+     ├── partitions.py Led: what stager and mover share
+     ├── wheel.py    TimingWheel
      ├── redis/timers.py RedisTimerStore + lua/*.lua
      ├── etcd/       EtcdElector (a PartitionElector)
      └── dbclock.py  the database's clock, read once a step

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from chronoq.errors import ConfigError, CoordinationUnavailable
 from chronoq.tier.etcd.elector import EtcdElector
-from chronoq.tier.leader import TierLeader, TierOptions
+from chronoq.tier.leader import TierLeader
+from chronoq.tier.options import TierOptions
 from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect
 
 if TYPE_CHECKING:

@@ -14,10 +14,15 @@ ended. It is a few small collaborators around one port:
   LeaseKeeper ──── job_heartbeat_many(attempts a third into their lease) ────► store
                    (its answer also names jobs cancelled while they run: their handlers stop)
   Watchdog ─────── exits the process when a handler blocks the loop past its lease
+  Peers ────────── the worker's record in the fleet registry; hands jobs of tasks it does
+                   not know to live workers that do (a rolling deploy)
       │
       └──────────── every step is an event to the observers: stats, log lines, metrics,
                     the supervisor's ledger, test signals (chronoq.observability.events)
 ```
+
+The helpers (completer, lease keeper, watchdog) run for the worker's whole life and are
+supervised by its `LoopState` (loopstate.py); `WorkerOptions` is in options.py.
 
 Every store call runs in a small I/O thread pool so the loop never blocks on the database, and
 every write is fenced by the job's lease token: a rejected write means the job was rescued and
@@ -32,23 +37,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-import os
 import signal
-import socket
 import threading
 import time
-import uuid
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chronoq.core.jobs import Job, Outcome
-from chronoq.errors import ChronoqError, ConfigError, StoreError
-from chronoq.fleet.beacon import BEAT_INTERVAL, Beacon, FleetLookup, this_process
-from chronoq.fleet.records import ProcessInfo
+from chronoq.errors import ConfigError, StoreError
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import (
     AttemptAbandoned,
@@ -56,7 +55,6 @@ from chronoq.observability.events import (
     AttemptStuck,
     HandlerReturned,
     JobsClaimed,
-    JobsHandedOff,
     JobsReleased,
     JobsStarted,
     Observer,
@@ -67,16 +65,24 @@ from chronoq.observability.events import (
     WriteFenced,
 )
 from chronoq.observability.logs import current_job
-from chronoq.storage.base import JobFinishParams, JobHandOffParams, JobLeaseRef
+from chronoq.storage.base import JobFinishParams
 from chronoq.worker.attempts import Attempt, Holdings, Shared
 from chronoq.worker.completer import Completer
 from chronoq.worker.context import JobContext
-from chronoq.worker.dbdispatch import DbJobSource
 from chronoq.worker.executor import Executor, cancelled, drain_in_flight, interrupted
 from chronoq.worker.heartbeats import LeaseKeeper
 from chronoq.worker.ledger import JobLedger
-from chronoq.worker.loops import check_event_loop, loop_factory
+from chronoq.worker.loops import loop_factory
+from chronoq.worker.loopstate import LoopState, StoppedNow
+from chronoq.worker.options import (
+    YOUNG_COLLECTION_THRESHOLD,
+    WorkerOptions,
+    default_source,
+    default_worker_id,
+    tune_collector,
+)
 from chronoq.worker.pacing import ClaimPacer, Pause
+from chronoq.worker.peers import Peers
 from chronoq.worker.source import JobSource
 from chronoq.worker.stats import WorkerStats
 from chronoq.worker.wakeclaim import Claimed, MadeClaim, WakeClaim, claim
@@ -85,109 +91,11 @@ from chronoq.worker.watchdog import Watchdog
 if TYPE_CHECKING:
     from chronoq.app import App
 
+# WorkerOptions and the collector's tuning live in chronoq.worker.options; named here too, where
+# the API and the tests have always imported them.
+__all__ = ["YOUNG_COLLECTION_THRESHOLD", "Worker", "WorkerOptions", "tune_collector"]
+
 log = logging.getLogger("chronoq.worker")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerOptions:
-    """How a worker runs. `queues=None` serves every queue the app's tasks use."""
-
-    queues: Sequence[str] | None = None
-    concurrency: int = 10
-    batch_size: int | None = None
-    burst: bool = False
-    poll_interval: float = 5.0
-    rescue_interval: float = 5.0
-    shutdown_grace: float = 30.0
-    worker_id: str | None = None
-    # Exit the process (code 75, for its supervisor to replace it) when the event loop has not
-    # run for longer than the leases of all the jobs it holds: an async handler that blocks the
-    # loop stalls every job of the process, and none of them is its to finish any more. The
-    # command sets it; a program that runs a Worker itself decides for itself.
-    exit_when_blocked: bool = False
-    # How often the worker refreshes its record in the fleet registry (chronoq.fleet).
-    beat_interval: float = BEAT_INTERVAL
-    # A job of a task this worker does not know, which a live worker serving its queue does
-    # know, is given back to be due again this many seconds later (see `Worker._hand_off`).
-    hand_off_delay: float = 2.0
-    # The largest handler return value (JSON, bytes) stored as output; None: the app's
-    # `output_limit` setting.
-    output_limit: int | None = None
-    # The loop `run` starts: "auto" (uvloop when installed), "uvloop" or "asyncio" (see
-    # chronoq.worker.loops). `run_async` runs on whatever loop its caller runs.
-    event_loop: str = "auto"
-    # Once started, tune the collector for a process that makes and drops objects for every
-    # job (`tune_collector`). It changes the collector for the whole process: the command sets
-    # it; a program that runs a Worker itself decides for itself.
-    tune_gc: bool = False
-
-    def validated(self) -> WorkerOptions:
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError(f"batch_size must be at least 1, got {self.batch_size}")
-        for name in ("poll_interval", "rescue_interval", "beat_interval"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive seconds, got {getattr(self, name)}")
-        if self.hand_off_delay < 0:
-            raise ConfigError(f"hand_off_delay must not be negative, got {self.hand_off_delay}")
-        if self.output_limit is not None and (
-            isinstance(self.output_limit, bool)
-            or not isinstance(self.output_limit, int)
-            or self.output_limit < 1
-        ):
-            raise ConfigError(
-                f"output_limit must be a positive number of bytes, got {self.output_limit!r}"
-            )
-        if self.shutdown_grace < 0:
-            raise ConfigError(f"shutdown_grace must not be negative, got {self.shutdown_grace}")
-        check_event_loop(self.event_loop)
-        return self
-
-    @property
-    def claim_batch(self) -> int:
-        return min(self.batch_size or self.concurrency, self.concurrency)
-
-
-# The youngest generation is collected after this many more allocations than deallocations
-# of tracked objects, instead of CPython's 700.
-YOUNG_COLLECTION_THRESHOLD = 20_000
-
-
-def tune_collector() -> None:
-    """`WorkerOptions.tune_gc`, for a worker that has started:
-
-    - Garbage made while starting is collected, and every object then alive (modules, the
-      app, the worker itself) is moved out of the collector's reach (`gc.freeze`). A busy
-      worker promotes the objects of its jobs in flight to the oldest generation, so the
-      collector walked the whole heap every few seconds, stopping every job of the process:
-      12-21 ms every 2 s at 9,000 jobs/s a process, the late tail of a steady stream.
-    - The youngest generation is collected every 20,000 net allocations instead of 700. Each
-      job in flight holds objects of its own (its task, coroutines, attempt, context), so at
-      the default one worker process draining 50,000 jobs 100 at a time ran 463 young
-      collections and 41 of the middle generation, which freed nothing: every such object
-      dies by its reference count once its job is reported. Cyclic garbage waits at most
-      that many allocations longer.
-    """
-    gc.collect()
-    gc.freeze()
-    _, middle, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(eq=False)
-class _Runtime:
-    """What exists only while the worker runs on an event loop."""
-
-    loop: asyncio.AbstractEventLoop
-    completer: Completer
-    leases: LeaseKeeper
-    wake: asyncio.Event
-    stop_now: asyncio.Event
 
 
 class Worker:
@@ -223,14 +131,15 @@ class Worker:
         self.pacer = ClaimPacer(
             opts.concurrency, opts.claim_batch, opts.poll_interval, burst=opts.burst
         )
-        self.source: JobSource = source or self._default_source()
+        self.source: JobSource = source or default_source(
+            runtime, self.options, self.worker_id, self.queues, self.events
+        )
         # Looked up at each claim: a caller may wrap the source once the worker is built.
         self._wake_claim = WakeClaim(lambda limit: self.source.take(limit))
         # The claim loop is waiting for a slot: a handler returning should wake it.
         self._waiting_for_slot = False
         self._stop_requested = False
-        self._runtime: _Runtime | None = None
-        self._helper_failure: BaseException | None = None
+        self._runtime: LoopState | None = None
         self._closing = threading.Event()
         self._io_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="chronoq-io")
         self._handler_pool = ThreadPoolExecutor(
@@ -240,38 +149,10 @@ class Worker:
         self.executor = Executor(
             runtime.tasks, self._handler_pool, output_limit, runtime.middleware
         )
-        self.fleet = FleetLookup(lambda: runtime.store, max_age=1.0)
-        self.beacon = Beacon(runtime.store, self._describe, interval=opts.beat_interval)
-        self._info = this_process(
-            self.worker_id,
-            "worker",
-            runtime.tasks.values(),
-            queues=self.queues,
-            concurrency=opts.concurrency,
+        self.peers = Peers(
+            runtime, self.worker_id, self.queues, opts, self.holdings, self.events, self._io
         )
-
-    def _default_source(self) -> JobSource:
-        """Claims from the store, or (tiered dispatch) entries of the app's Redis Streams."""
-        opts = self.options
-        if self.runtime.config.dispatch != "tiered":
-            return DbJobSource(
-                self.runtime,
-                self.worker_id,
-                self.queues,
-                self.events,
-                rescue_interval=opts.rescue_interval,
-                poll_interval=opts.poll_interval,
-            )
-        if opts.burst:
-            raise ConfigError(
-                "burst mode drains the jobs table, which tiered workers do not read: run it "
-                "with dispatch 'db' (CHRONOQ_DISPATCH=db)"
-            )
-        from chronoq.tier.source import StreamJobSource
-        from chronoq.tier.wiring import open_reader
-
-        reader = open_reader(self.runtime, self.queues, self.worker_id)
-        return StreamJobSource(self.runtime, self.worker_id, reader, prefetch=2 * opts.concurrency)
+        self.fleet, self.beacon = self.peers.fleet, self.peers.beacon
 
     # -- running --------------------------------------------------------------------------
 
@@ -290,64 +171,33 @@ class Worker:
         self.events.emit(WorkerStarted(self.worker_id, self.queues, self.options.concurrency))
         self.beacon.start()
         self.source.start(self._wake_from_thread)
-        helpers = [
-            asyncio.create_task(rt.completer.run(), name="chronoq-completer"),
-            asyncio.create_task(rt.leases.run(), name="chronoq-heartbeat"),
-        ]
+        watchdog = None
         if self.options.exit_when_blocked:
             watchdog = Watchdog(self.holdings, self.worker_id, self._closing)
-            helpers.append(asyncio.create_task(watchdog.pulse(), name="chronoq-pulse"))
-            watchdog.start()
-        for helper in helpers:
-            helper.add_done_callback(self._on_helper_done)
+        rt.start_helpers(watchdog, self.worker_id, partial(self.request_stop, immediate=True))
         if self.options.tune_gc:
             tune_collector()
         try:
             await self._claim_loop()
         finally:
-            await self._shutdown(helpers)
+            await self._shutdown()
             self._closing.set()
             self.source.close()
-            await self._leave_fleet()
-        if self._helper_failure is not None:
-            raise self._helper_failure
+            await self.peers.leave()
+        if rt.helper_failure is not None:
+            raise rt.helper_failure
         return self.stats
 
-    def _new_runtime(self) -> _Runtime:
+    def _new_runtime(self) -> LoopState:
         stop_now = asyncio.Event()
         shared = Shared(self.runtime.store, self._io, self.holdings, self.events, self.worker_id)
         completer = Completer(shared, stop_now)
         completer.on_reported = self._after_report
         leases = LeaseKeeper(shared)
-        return _Runtime(asyncio.get_running_loop(), completer, leases, asyncio.Event(), stop_now)
-
-    def _on_helper_done(self, helper: asyncio.Task[None]) -> None:
-        """The completer and the lease keeper run for the worker's whole life. If one of them
-        dies, the worker must not go on claiming jobs it can neither report nor keep: it logs
-        the cause, stops at once, and `run` raises the error."""
-        if helper.cancelled() or helper.exception() is None:
-            return
-        self._helper_failure = helper.exception()
-        log.critical(
-            "%s failed; stopping the worker",
-            helper.get_name(),
-            exc_info=self._helper_failure,
-            extra={"action": "worker.helper_failed", "worker": self.worker_id},
-        )
-        self.request_stop(immediate=True)
-
-    def _describe(self) -> ProcessInfo:
-        """The fleet registry's record of this worker, as of now (the beacon's thread)."""
-        return replace(self._info, running=self.holdings.running)
-
-    async def _leave_fleet(self) -> None:
-        """Mark this worker stopped; bounded, so a database that is gone cannot hold up the
-        exit (the record then expires by itself)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.to_thread(self.beacon.stop), 5.0)
+        return LoopState(asyncio.get_running_loop(), completer, leases, asyncio.Event(), stop_now)
 
     @property
-    def _rt(self) -> _Runtime:
+    def _rt(self) -> LoopState:
         if self._runtime is None:
             raise RuntimeError("the worker is not running")
         return self._runtime
@@ -416,9 +266,9 @@ class Worker:
             try:
                 round_ = self._claim_round() if made is None else self._settle(made.claimed)
                 made = None
-                pause = await self._unless_stopped_now(round_)
+                pause = await self._rt.unless_stopped_now(round_)
                 failures = 0
-            except _StoppedNow:
+            except StoppedNow:
                 return
             except StoreError as exc:
                 failures += 1
@@ -447,18 +297,6 @@ class Worker:
         finally:
             made = self._wake_claim.close()
         return made
-
-    async def _unless_stopped_now(self, work: Coroutine[Any, Any, Pause]) -> Pause:
-        """Await `work`, but give up on it when an immediate stop is requested: a store call
-        stuck on an unreachable database must not hold the second Ctrl-C hostage."""
-        task = asyncio.ensure_future(work)
-        stop = asyncio.ensure_future(self._rt.stop_now.wait())
-        done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        raise _StoppedNow
 
     def _free_slots(self) -> int:
         holdings = self.holdings
@@ -502,7 +340,7 @@ class Worker:
         if self._stop_requested:
             await self._give_back(jobs)
             return
-        jobs = await self._hand_off(jobs)
+        jobs = await self.peers.hand_off(jobs)
         attempts = []
         worker_id, store, on_fenced = self.worker_id, self.runtime.store, self._fenced
         output_limit = self.executor.output_limit
@@ -519,45 +357,6 @@ class Worker:
     async def _give_back(self, jobs: Sequence[Job]) -> None:
         released: set[int] = await self._io(self.source.give_back, jobs)
         self.events.emit(JobsReleased(self.worker_id, jobs, frozenset(released)))
-
-    async def _hand_off(self, jobs: list[Job]) -> list[Job]:
-        """During a rolling deploy an old worker claims jobs of a task only the new code knows.
-        Those a live worker serving their queue knows are given back, unstarted and without
-        using an attempt, due again a little later so this worker does not claim them again at
-        once; the rest are returned to run (a task no live worker knows is dead-lettered, as
-        it can never run). Returns the jobs to hold."""
-        tasks = self.runtime.tasks
-        strangers = [job for job in jobs if job.task not in tasks]
-        if not strangers:
-            return jobs
-        known_elsewhere: list[Job] = await self._io(self._known_elsewhere, strangers)
-        if not known_elsewhere:
-            return jobs
-        delay = self.options.hand_off_delay
-        refs = [JobLeaseRef(job.id, job.lease_token) for job in known_elsewhere]
-        handed: set[int] = await self._io(
-            self.runtime.store.job_hand_off_many, JobHandOffParams(refs, delay)
-        )
-        self.events.emit(JobsHandedOff(self.worker_id, known_elsewhere, frozenset(handed), delay))
-        gone = {job.id for job in known_elsewhere}
-        return [job for job in jobs if job.id not in gone]
-
-    def _known_elsewhere(self, jobs: list[Job]) -> list[Job]:
-        """The jobs whose task a live worker other than this one knows and runs on their
-        queue (I/O thread). An unreadable registry hands nothing off."""
-        try:
-            return [
-                job
-                for job in jobs
-                if self.fleet.runs_task(job.task, job.queue, besides=self.worker_id)
-            ]
-        except ChronoqError as exc:
-            log.warning(
-                "could not read the fleet registry about unknown task(s): %s",
-                exc,
-                extra={"action": "worker.fleet_unreadable", "worker": self.worker_id},
-            )
-            return []
 
     # -- running jobs ---------------------------------------------------------------------
 
@@ -628,7 +427,7 @@ class Worker:
 
     # -- stopping -------------------------------------------------------------------------
 
-    async def _shutdown(self, helpers: list[asyncio.Task[None]]) -> None:
+    async def _shutdown(self) -> None:
         self._stop_requested = True
         # Bounded, like every store call at shutdown: after a second signal, or with the
         # database gone, the claimed-ahead jobs are left to their leases instead.
@@ -639,9 +438,7 @@ class Worker:
         await drain_in_flight(self.holdings, self.options.shutdown_grace, self._rt.stop_now)
         now = self._rt.stop_now.is_set()
         await self._rt.completer.report_all(1.0 if now else max(self.options.shutdown_grace, 5.0))
-        for helper in helpers:
-            helper.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
+        await self._rt.stop_helpers()
         # After an immediate stop, a store call stuck on the network is not waited for.
         self._io_pool.shutdown(wait=not self._rt.stop_now.is_set(), cancel_futures=True)
         self._handler_pool.shutdown(wait=False, cancel_futures=True)
@@ -652,7 +449,3 @@ class Worker:
         waiting = self.holdings.take_buffered()
         if waiting:
             await self._give_back([attempt.job for attempt in waiting])
-
-
-class _StoppedNow(Exception):
-    """An immediate stop cut the claim loop short."""

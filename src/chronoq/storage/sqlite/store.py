@@ -4,6 +4,7 @@ One connection per store, guarded by a lock: SQLite admits one writer at a time 
 single connection keeps prepared statements warm. Writes run in `BEGIN IMMEDIATE` so the write
 lock is taken before anything is read; several worker processes on one file then serialise their
 claims instead of failing with SQLITE_BUSY on a lock upgrade. WAL lets readers go on meanwhile.
+How a connection is opened is in `session.py`, how jobs are inserted in `inserts.py`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any, LiteralString
 
-from chronoq.core.enqueue import all_created
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -54,7 +53,6 @@ from chronoq.storage.rows import (
     schedule_from_row,
     storable_text,
 )
-from chronoq.storage.sqlfile import load_dialect
 from chronoq.storage.sqlite.coordination import (
     SqliteElector,
     SqliteLimitedIO,
@@ -63,7 +61,14 @@ from chronoq.storage.sqlite.coordination import (
     claimed_jobs,
     job_from_json_row,
 )
-from chronoq.storage.sqlstore import Connection, SqlStore, goes_in_bulk, until_keyed
+from chronoq.storage.sqlite.inserts import insert_batch, insert_one, insert_streamed
+from chronoq.storage.sqlite.session import (
+    CHANGE_POLL_SECONDS,
+    Q,
+    connect,
+    now_micros,
+)
+from chronoq.storage.sqlstore import Connection, SqlStore
 from chronoq.storage.tier import (
     SKIP,
     check_stage_params,
@@ -72,14 +77,6 @@ from chronoq.storage.tier import (
     staging,
     storable_refs,
 )
-
-Q = load_dialect("chronoq.storage.sqlite")
-BUSY_TIMEOUT_MS = 30_000
-CHANGE_POLL_SECONDS = 0.02
-
-
-def now_micros() -> int:
-    return time.time_ns() // 1000
 
 
 class SqliteStore(SqlStore):
@@ -93,7 +90,7 @@ class SqliteStore(SqlStore):
         self._real_path = os.path.realpath(self.path)  # resolved once: commits announce it
         self.dsn_display = dsn
         self._lock = threading.RLock()
-        self._db = _connect(self.path)
+        self._db = connect(self.path)
         if migrate:
             try:
                 self.migrate()
@@ -188,18 +185,13 @@ class SqliteStore(SqlStore):
         if not params:
             return []
         if conn is not None:
-            return [_insert_one(conn, job, now_micros()) for job in params]
+            return [insert_one(conn, job, now_micros()) for job in params]
         with self._write() as db:
-            return _insert_batch(db, params, now_micros())
+            return insert_batch(db, params, now_micros())
 
     def _insert_streamed(self, jobs: Iterator[JobInsertParams]) -> list[JobInsertResult]:
         with self._write() as db:
-            now = now_micros()
-            keyed: list[JobInsertParams] = []
-            stored = _insert_keyless(db, until_keyed(jobs, keyed), now)
-            if not keyed:
-                return stored
-            return stored + _insert_batch(db, [*keyed, *jobs], now)
+            return insert_streamed(db, jobs, now_micros())
 
     # -- the worker's statements ----------------------------------------------------------
 
@@ -420,128 +412,6 @@ class SqliteStore(SqlStore):
             self._db.close()
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    folder = Path(path).parent
-    if not folder.exists():
-        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {folder} does not exist")
-    try:
-        # The timeout is SQLite's busy timeout: how long a writer waits for another's lock.
-        db = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-    except sqlite3.DatabaseError as exc:
-        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from None
-    try:
-        db.row_factory = sqlite3.Row
-        _enable_wal(db)
-        db.execute(Q["synchronous_normal"])
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from None
-    return db
-
-
-def _enable_wal(db: sqlite3.Connection) -> None:
-    """Switch the file to WAL, waiting out other connections doing the same.
-
-    The switch needs an exclusive lock and SQLite does not call the busy handler for it, so
-    several processes opening a new file at once would otherwise fail with "database is locked".
-    Once the file is in WAL mode (it stays so) the statement takes no lock at all.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    pause = 0.001
-    while True:
-        try:
-            db.execute(Q["journal_mode_wal"])
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause)  # back off: a retry loop, not test synchronisation
-        pause = min(pause * 2, 0.05)
-
-
-def _insert_args(job: JobInsertParams, now: int) -> dict[str, Any]:
-    run_at = (
-        datetime_to_micros(job.run_at)
-        if job.run_at is not None
-        else now + int(job.delay_seconds * 1_000_000)
-    )
-    return {
-        "queue": job.queue,
-        "task": job.task,
-        "payload": job.payload_json,
-        "priority": job.priority,
-        "run_at": run_at,
-        "max_attempts": job.max_attempts,
-        "lease_seconds": job.lease_seconds,
-        "key": job.key,
-        "now": now,
-        "misfire": job.misfire,
-        "misfire_grace": job.misfire_grace,
-        "rate_key": job.rate_key,
-        "trace_context": job.trace_context,
-    }
-
-
-def _insert_batch(
-    db: sqlite3.Connection, jobs: Sequence[JobInsertParams], now: int
-) -> list[JobInsertResult]:
-    if goes_in_bulk(jobs):
-        return _insert_keyless(db, jobs, now)
-    return [_insert_one(db, job, now) for job in jobs]
-
-
-def _insert_keyless(
-    db: sqlite3.Connection, jobs: Iterable[JobInsertParams], now: int
-) -> list[JobInsertResult]:
-    """Keyless jobs in one executemany, each taken from `jobs` as it is written. Ids are handed
-    out here, which is safe because the caller holds the write lock (BEGIN IMMEDIATE): nobody
-    else can insert meanwhile."""
-    first = int(db.execute(Q["job_next_id"]).fetchone()[0])
-    written = 0
-
-    def rows() -> Iterator[dict[str, Any]]:
-        nonlocal written
-        for job in jobs:
-            yield _insert_args(job, now) | {"id": first + written}
-            written += 1  # executemany asks for the next row until there is none
-
-    db.executemany(Q["job_insert_with_id"], rows())
-    return all_created(range(first, first + written))
-
-
-def _insert_one(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
-    if job.unique_for is not None:
-        return _insert_unique(db, job, now)
-    row = db.execute(Q["job_insert"], _insert_args(job, now)).fetchone()
-    if row is not None:
-        return JobInsertResult(row[0], created=True)
-    # Inside one write transaction nobody else can free the key between the two statements.
-    existing = db.execute(Q["job_live_id_by_key"], {"key": job.key}).fetchone()
-    return JobInsertResult(existing[0], created=False)
-
-
-def _insert_unique(db: sqlite3.Connection, job: JobInsertParams, now: int) -> JobInsertResult:
-    """A job unique for a period: the key's taker within the period, else the live job holding
-    the key, else a new job recorded as its taker. The write transaction (BEGIN IMMEDIATE, or
-    the caller's) keeps every other enqueue out until it commits."""
-    assert job.unique_for is not None
-    key = {"key": job.key, "period": int(job.unique_for * 1_000_000)}
-    taker = db.execute(Q["job_unique_taker"], key | {"now": now}).fetchone()
-    if taker is not None:
-        db.execute(Q["job_unique_keep"], key)
-        return JobInsertResult(taker[0], created=False)
-    live = db.execute(Q["job_live_by_key"], key).fetchone()
-    if live is not None:
-        job_id, enqueued_at, created = live[0], live[1], False
-    else:
-        job_id = db.execute(Q["job_insert"], _insert_args(job, now)).fetchone()[0]
-        enqueued_at, created = now, True
-    db.execute(Q["job_unique_record"], key | {"job_id": job_id, "enqueued_at": enqueued_at})
-    return JobInsertResult(job_id, created=created)
-
-
 def _job(row: Mapping[str, Any]) -> Job:
     return job_from_json_row(row)
 
@@ -640,7 +510,7 @@ class SqliteListener:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._db = _connect(path)
+        self._db = connect(path)
         self._version = self._read_version()
         self._local = _LOCAL_COMMITS.subscribe(path)
 

@@ -1,0 +1,218 @@
+"""The partition leader's stager: near-due jobs from PostgreSQL into Redis and the wheel.
+
+```
+ PostgreSQL ── job_stage_candidates ──► rows not known yet (or changed, or moved long ago)
+   (NOTIFY: new ids at once;                 │
+    a full pass every stage_interval)        ▼
+                            TimerStore.stage(p, epoch, timers) ──► Led.remember: the wheel
+```
+
+It runs on a thread of its own, so reading the horizon never holds up a move; a second thread
+only turns the store's change notifications into wake-ups. After a full pass, jobs no longer
+pending in the horizon are forgotten.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from chronoq.errors import ChronoqError
+from chronoq.observability.events import TimersStaged
+from chronoq.storage.base import JobStageParams, StageRow
+from chronoq.tier.dbclock import due_ms
+from chronoq.tier.partitions import Led, Partition
+from chronoq.tier.ports import PartitionLost, StaleEpoch, Timer
+
+if TYPE_CHECKING:
+    from chronoq.runtime import Runtime
+    from chronoq.tier.options import TierOptions
+
+log = logging.getLogger("chronoq.tier")
+
+
+class Stager:
+    """Stages the jobs of the partitions `led` holds; `moved` wakes the mover after a stage."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        led: Led,
+        options: TierOptions,
+        moved: threading.Event,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.runtime = runtime
+        self.led = led
+        self.options = options
+        self._wake = moved  # the mover: something may be due sooner
+        self._monotonic = monotonic
+        self.now = threading.Event()  # new jobs, or a partition to stage
+        self._notified = threading.Event()
+        self._high_water = 0
+        self.next_full = 0.0
+        self.failure: BaseException | None = None
+
+    def restage(self) -> None:
+        """Stage every partition's whole horizon at once (one taken over, or lost by Redis)."""
+        self.next_full = 0.0
+        self.now.set()
+
+    # -- the loops ------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Thread: a full pass over the horizon every stage_interval, the new jobs at once."""
+        try:
+            while not stop.is_set():
+                self.now.wait(max(0.0, self.next_full - self._monotonic()))
+                self.now.clear()
+                if stop.is_set():
+                    return
+                self.stage_once()
+        except BaseException as exc:
+            log.exception("the tier stager failed", extra={"action": "tier.failed"})
+            self.failure = exc
+            stop.set()
+            self._wake.set()
+
+    def stage_once(self) -> None:
+        if self._monotonic() >= self.next_full:
+            self.next_full = self._monotonic() + self.options.stage_interval
+            self._notified.clear()
+            self._stage(full=True)
+        elif self._notified.is_set():
+            self._notified.clear()
+            self._stage(full=False)
+
+    def listen(self, stop: threading.Event) -> None:
+        """Thread: a job became pending somewhere; stage the new ones now, not at the pass."""
+        while not stop.is_set():
+            try:
+                listener = self.runtime.store.open_listener()
+            except ChronoqError as exc:
+                log.warning("tier leader cannot listen for new jobs: %s", exc)
+                stop.wait(self.options.stage_interval)
+                continue
+            try:
+                while not stop.is_set():
+                    if listener.wait(0.5):
+                        self._notified.set()
+                        self.now.set()
+            except ChronoqError as exc:
+                log.warning("tier leader lost its change listener: %s", exc)
+            finally:
+                listener.close()
+
+    # -- staging --------------------------------------------------------------------------
+
+    def _stage(self, *, full: bool) -> None:
+        with self.led.lock:
+            acting = {p.number: p for p in self.led.acting()}
+            cursor = 0 if full else self._high_water
+        if not acting:
+            return
+        seen: set[int] = set()
+        while True:
+            rows = self._candidates(sorted(acting), cursor)
+            if rows is None:
+                return
+            self._stage_rows(acting, rows, seen)
+            if len(rows) < self.options.stage_batch:
+                break
+            cursor = rows[-1].id
+        if full:
+            with self.led.lock:
+                self._prune([p for p in acting.values() if self.led.still_leads(p)], seen)
+
+    def _candidates(self, partitions: Sequence[int], after_id: int) -> list[StageRow] | None:
+        params = JobStageParams(
+            partitions=partitions,
+            partition_count=self.options.partitions,
+            horizon=timedelta(seconds=self.options.horizon),
+            after_id=after_id,
+            limit=self.options.stage_batch,
+        )
+        sent = self._monotonic()
+        try:
+            staging = self.runtime.store.job_stage_candidates(params)
+        except ChronoqError as exc:
+            log.warning("cannot read jobs to stage: %s", exc, extra={"action": "tier.stage"})
+            return None
+        self.led.clock.observe(staging.db_now, sent, self._monotonic())
+        return staging.rows
+
+    def _stage_rows(
+        self, acting: dict[int, Partition], rows: Sequence[StageRow], seen: set[int]
+    ) -> None:
+        now = self._monotonic()
+        batches: dict[int, list[Timer]] = {}
+        with self.led.lock:
+            for row in rows:
+                seen.add(row.id)
+                self._high_water = max(self._high_water, row.id)
+                number = row.id % self.options.partitions
+                if number not in acting or not self._wants_staging(row, now):
+                    continue
+                batches.setdefault(number, []).append(
+                    Timer(row.id, row.lease_token, row.queue, due_ms(row.run_at))
+                )
+        for number, timers in batches.items():
+            self._stage_timers(acting[number], timers)
+
+    def _wants_staging(self, row: StageRow, now: float) -> bool:
+        known = self.led.known.get(row.id)
+        if known is None or known.token != row.lease_token:
+            return True
+        if known.moved_at is None:
+            return known.due_ms != due_ms(row.run_at)
+        return now - known.moved_at >= self.options.restage_after
+
+    def _stage_timers(self, part: Partition, timers: list[Timer]) -> None:
+        """Into Redis first, then into the wheel: a timer the wheel holds is in Redis."""
+        led = self.led
+        with led.lock:
+            # The rows were read outside the lock: the partition may have been given up, or
+            # its trust window may have ended, meanwhile. Its next leader stages them.
+            if not led.still_leads(part) or self._monotonic() >= part.trusted_until:
+                return
+        try:
+            led.timers.stage(part.number, part.epoch, timers)
+        except StaleEpoch:
+            with led.lock:
+                if led.still_leads(part):
+                    led.refused(part, "stale")
+            return
+        except PartitionLost:
+            with led.lock:
+                if led.still_leads(part):
+                    led.lost(part)
+            return
+        except ChronoqError as exc:
+            log.warning("cannot stage partition %d: %s", part.number, exc)
+            return
+        with led.lock:
+            if not led.still_leads(part):
+                return  # stepped down meanwhile: the next leader stages them again
+            for timer in timers:
+                led.remember(part, timer)
+            if part.lost_at is not None:
+                part.staged_since_lost += len(timers)
+        led.events.emit(TimersStaged(part.number, len(timers)))
+        self._wake.set()
+
+    def _prune(self, parts: Iterable[Partition], seen: set[int]) -> None:
+        """After a full pass: jobs no longer pending in the horizon (run, cancelled) are
+        forgotten; a staged timer of such a job still moves, and the claim drops it."""
+        for part in parts:
+            gone = [job_id for job_id in part.jobs if job_id not in seen]
+            for job_id in gone:
+                known = self.led.known.pop(job_id)
+                part.jobs.discard(job_id)
+                if known.moved_at is None:
+                    # Still in Redis: keep a timer so the partition moves when it falls due.
+                    self.led.expect_in_redis(part, known.due_ms)
+            if part.lost_at is not None:
+                self.led.reconciled(part)
