@@ -145,10 +145,8 @@ class Worker:
         self._handler_pool = ThreadPoolExecutor(
             max_workers=opts.concurrency, thread_name_prefix="chronoq-job"
         )
-        output_limit = opts.output_limit or runtime.config.output_limit
-        self.executor = Executor(
-            runtime.tasks, self._handler_pool, output_limit, runtime.middleware
-        )
+        limit = opts.output_limit or runtime.config.output_limit
+        self.executor = Executor(runtime.tasks, self._handler_pool, limit, runtime.middleware)
         self.peers = Peers(
             runtime, self.worker_id, self.queues, opts, self.holdings, self.events, self._io
         )
