@@ -38,6 +38,9 @@ and in /metrics for good. A queue is *known* when any of these names it:
 Pausing or limiting a queue that is not known is refused, unless the caller asks for it on
 purpose (`create`); `remove_queue` takes a queue's settings away again once it has no pending
 or running jobs.
+
+Every change made here is one `Administered` event to the app's observers, and one line on the
+`chronoq.admin` logger ("job.cancel job 42: cancelled"), whichever front end asked for it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ from chronoq.errors import (
     ScheduleNotFound,
 )
 from chronoq.fleet.records import Fleet
+from chronoq.observability.eventlog import EventLog
+from chronoq.observability.events import Administered, Observers
 from chronoq.scheduling import key_limit, queue_limit_params
 from chronoq.storage.base import (
     DeadPurgeParams,
@@ -76,7 +81,7 @@ from chronoq.storage.base import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from chronoq.core.ratelimit import KeyLimit
     from chronoq.storage.base import QueueLimitParams
@@ -97,6 +102,9 @@ class AdminOwner(Protocol):
 
     def enqueue_many(self, specs: Iterable[JobSpec], *, conn: Any = None) -> list[Enqueued]: ...
 
+    @property
+    def observers(self) -> Observers: ...
+
 
 @dataclass(frozen=True, slots=True)
 class QueueState:
@@ -116,6 +124,11 @@ class Admin:
 
     def __init__(self, app: AdminOwner) -> None:
         self._app = app
+        # Logged here, and heard by the app's observers (its metrics, a test's signals).
+        self._events = Observers([EventLog()], app.observers)
+
+    def _did(self, action: str, target: str, result: str) -> None:
+        self._events.emit(Administered(action, target, result))
 
     @property
     def _store(self) -> JobStore:
@@ -145,6 +158,7 @@ class Admin:
             raise JobNotFound(f"no job with id {job_id}")
         if job.status is not JobStatus.CANCELLED:  # it ended between the two statements
             raise JobFinished(job)
+        self._did("job.cancel", f"job {job_id}", f"cancelled (was {before.status})")
         return job
 
     # -- dead letters ---------------------------------------------------------------------
@@ -158,7 +172,9 @@ class Admin:
         start over with all their attempts. The result says what became of each."""
         _check_filter("queue", params.queue)
         _check_filter("task", params.task)
-        return self._store.dead_requeue(params)
+        result = self._store.dead_requeue(params)
+        self._did("dead.requeue", _dead_jobs(params.ids, params.queue), _requeued(result))
+        return result
 
     def purge_dead(self, params: DeadPurgeParams) -> int:
         """Delete dead jobs for good; the number deleted."""
@@ -166,7 +182,12 @@ class Admin:
         _check_filter("task", params.task)
         if params.older_than < timedelta(0):
             raise ConfigError("the age of the dead jobs to purge must not be negative")
-        return self._store.dead_purge(params)
+        purged = self._store.dead_purge(params)
+        target = _dead_jobs(params.ids, params.queue)
+        if params.older_than:
+            target += f" dead longer than {params.older_than}"
+        self._did("dead.purge", target, f"purged {purged}")
+        return purged
 
     # -- schedules ------------------------------------------------------------------------
 
@@ -191,6 +212,7 @@ class Admin:
         """Delete the schedule; its pending tick jobs are cancelled."""
         if not self._store.schedule_remove(check_name("schedule", name)):
             raise self._schedule_not_found(name)
+        self._did("schedule.remove", f"schedule {name}", "removed")
 
     def trigger_schedule(self, name: str) -> Enqueued:
         """Enqueue a stored schedule's job now, as a one-off job outside its cadence: same
@@ -199,12 +221,16 @@ class Admin:
         spec = JobSpec(
             schedule.task, schedule.payload, queue=schedule.queue, priority=schedule.priority
         )
-        return self._app.enqueue_many([spec])[0]
+        enqueued = self._app.enqueue_many([spec])[0]
+        self._did("schedule.trigger", f"schedule {name}", f"enqueued job {enqueued.id}")
+        return enqueued
 
     def _schedule_paused(self, name: str, *, paused: bool) -> Schedule:
         schedule = self._store.schedule_pause(check_name("schedule", name), paused)
         if schedule is None:
             raise self._schedule_not_found(name)
+        action, done = ("schedule.pause", "paused") if paused else ("schedule.resume", "resumed")
+        self._did(action, f"schedule {name}", done)
         return schedule
 
     def _schedule_not_found(self, name: str) -> ScheduleNotFound:
@@ -244,10 +270,14 @@ class Admin:
 
     def pause_queue(self, name: str, *, create: bool = False) -> QueueSettings:
         """Stop claims from a known queue (any valid name with `create`)."""
-        return self._store.queue_pause(self._queue_to_change(name, create=create), True)
+        settings = self._store.queue_pause(self._queue_to_change(name, create=create), True)
+        self._did("queue.pause", f"queue {name}", "paused")
+        return settings
 
     def resume_queue(self, name: str) -> QueueSettings:
-        return self._store.queue_pause(self._queue_to_change(name), False)
+        settings = self._store.queue_pause(self._queue_to_change(name), False)
+        self._did("queue.resume", f"queue {name}", "resumed")
+        return settings
 
     def limit_queue(
         self,
@@ -262,7 +292,10 @@ class Admin:
         left out is removed."""
         params = queue_limit_params(name, rate, burst, concurrency)
         self._queue_to_change(name, create=create)
-        return self._store.queue_limit(params)
+        settings = self._store.queue_limit(params)
+        shown = f"rate {rate or 'none'}, burst {burst or 'default'}, concurrency {concurrency}"
+        self._did("queue.limit", f"queue {name}", shown)
+        return settings
 
     def limit_key(
         self,
@@ -275,7 +308,9 @@ class Admin:
     ) -> QueueSettings:
         """Give each rate key of the queue matching the glob `pattern` a bucket of its own."""
         limit = key_limit(pattern, rate, burst)
-        return self._store.key_limit_set(self._queue_to_change(queue, create=create), limit)
+        settings = self._store.key_limit_set(self._queue_to_change(queue, create=create), limit)
+        self._did("queue.limit_key", f"queue {queue} keys {pattern}", f"rate {rate}")
+        return settings
 
     def unlimit_key(self, queue: str, pattern: str) -> QueueSettings:
         """Remove a key limit; the queue's settings as they are now."""
@@ -284,6 +319,7 @@ class Admin:
             hint = did_you_mean(pattern, patterns)
             message = f"queue {queue!r} has no key limit {pattern!r}{hint}"
             raise KeyLimitNotFound(message, suggestion=hint)
+        self._did("queue.unlimit_key", f"queue {queue} keys {pattern}", "removed")
         return self._store.queue_get(queue)
 
     def remove_queue(self, name: str) -> QueueRemoval:
@@ -294,6 +330,7 @@ class Admin:
                 f"queue {name!r} has {removal.pending} pending and {removal.running} running "
                 "job(s): wait for them to finish, or cancel them, then remove it"
             )
+        self._did("queue.remove", f"queue {name}", "removed" if removal.removed else "had none")
         return removal
 
     def _queue_to_change(self, name: str, *, create: bool = False) -> str:
@@ -330,3 +367,21 @@ def _checked_search(params: JobListParams) -> JobListParams:
     _check_filter("task", params.task)
     check_key(params.key)
     return params
+
+
+def _dead_jobs(ids: Sequence[int] | None, queue: str | None) -> str:
+    """What a requeue or purge of dead jobs asked for, for its log line."""
+    chosen = "every dead job" if ids is None else f"dead jobs {', '.join(map(str, ids))}"
+    return chosen if queue is None else f"{chosen} of queue {queue}"
+
+
+def _requeued(result: DeadRequeueResult) -> str:
+    parts = [f"requeued {len(result.requeued)}"]
+    for count, what in (
+        (len(result.key_conflicts), "kept dead (key held)"),
+        (len(result.not_dead), "not dead"),
+        (len(result.not_found), "not found"),
+    ):
+        if count:
+            parts.append(f"{count} {what}")
+    return ", ".join(parts)

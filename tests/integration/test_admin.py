@@ -3,6 +3,7 @@ mean" and conflict errors, which every front end (HTTP, dashboard, CLI) only tra
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -22,6 +23,7 @@ from chronoq import (
 )
 from chronoq.core.jobs import JobStatus, Outcome
 from chronoq.core.schedules import ScheduleSpec
+from chronoq.observability.events import Administered, Subscription
 from chronoq.storage.base import (
     DeadPurgeParams,
     DeadRequeueParams,
@@ -359,3 +361,66 @@ def test_stats_and_processes(app: chronoq.App) -> None:
     assert counts == {("emails", "pending"): 1, ("reports", "dead"): 1}
     assert app.admin.list_processes().processes == []
     assert app.admin.list_processes(every=True).processes == []
+
+
+# -- every change is one event and one log line --------------------------------------------
+
+
+class Heard:
+    """An observer of the app's `Administered` events."""
+
+    def __init__(self) -> None:
+        self.events: list[Administered] = []
+
+    def subscriptions(self) -> list[Subscription[Administered]]:
+        return [Subscription(Administered, self.events.append)]
+
+
+def test_each_change_is_one_event_to_the_apps_observers_and_one_log_line(
+    app: chronoq.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    heard = Heard()
+    app.observers.subscribe(heard)
+    gone = dead(app)
+    pending = app.enqueue("send_email").id
+    with caplog.at_level(logging.INFO, logger="chronoq.admin"):
+        app.admin.cancel_job(pending)
+        app.admin.requeue_dead(DeadRequeueParams(ids=[gone, 424242]))
+        app.admin.pause_queue("emails")
+        app.admin.resume_queue("emails")
+        app.admin.pause_schedule("nightly")
+        app.admin.resume_schedule("nightly")
+        triggered = app.admin.trigger_schedule("nightly")
+        app.admin.limit_key("emails", "customer:*", rate="5/s")
+        app.admin.unlimit_key("emails", "customer:*")
+        app.admin.remove_schedule("nightly")
+        assert app.admin.purge_dead(DeadPurgeParams(ids=[gone])) == 0
+    assert [(e.action, e.target, e.result) for e in heard.events] == [
+        ("job.cancel", f"job {pending}", "cancelled (was pending)"),
+        ("dead.requeue", f"dead jobs {gone}, 424242", "requeued 1, 1 not found"),
+        ("queue.pause", "queue emails", "paused"),
+        ("queue.resume", "queue emails", "resumed"),
+        ("schedule.pause", "schedule nightly", "paused"),
+        ("schedule.resume", "schedule nightly", "resumed"),
+        ("schedule.trigger", "schedule nightly", f"enqueued job {triggered.id}"),
+        ("queue.limit_key", "queue emails keys customer:*", "rate 5/s"),
+        ("queue.unlimit_key", "queue emails keys customer:*", "removed"),
+        ("schedule.remove", "schedule nightly", "removed"),
+        ("dead.purge", f"dead jobs {gone}", "purged 0"),
+    ]
+    lines = [r for r in caplog.records if r.name == "chronoq.admin"]
+    first = f"job.cancel job {pending}: cancelled (was pending)"
+    assert lines[0].getMessage() == first
+    assert [getattr(r, "action", None) for r in lines] == [
+        f"admin.{e.action}" for e in heard.events
+    ]
+
+
+def test_a_refused_operation_is_no_event(app: chronoq.App) -> None:
+    heard = Heard()
+    app.observers.subscribe(heard)
+    with pytest.raises(chronoq.QueueNotFound):
+        app.admin.pause_queue("emials")
+    with pytest.raises(chronoq.ScheduleNotFound):
+        app.admin.remove_schedule("nighty")
+    assert heard.events == []

@@ -2,7 +2,8 @@
 
 Every line about a job carries `job_id`, `task`, `queue` and `attempt` (the JSON format puts
 them in fields); batch lines carry `job_ids`. The loggers are `chronoq.worker` and
-`chronoq.scheduler`, as before the events existed, so logging configuration keeps working.
+`chronoq.scheduler`, as before the events existed, so logging configuration keeps working, and
+`chronoq.admin` for what operators change through the admin API.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from chronoq.core.jobs import Job, Outcome
 from chronoq.observability.events import (
+    Administered,
     AttemptAbandoned,
     AttemptCancelled,
     AttemptEnd,
@@ -32,6 +34,7 @@ from chronoq.observability.events import (
 
 worker_log = logging.getLogger("chronoq.worker")
 scheduler_log = logging.getLogger("chronoq.scheduler")
+admin_log = logging.getLogger("chronoq.admin")
 SCHEDULER = "scheduler"
 
 
@@ -53,6 +56,7 @@ class EventLog:
             Subscription(LeaderChanged, self.leader_changed),
             Subscription(TicksFired, self.ticks_fired),
             Subscription(JobsPruned, self.jobs_pruned),
+            Subscription(Administered, self.administered),
         )
 
     # -- the worker -----------------------------------------------------------------------
@@ -223,6 +227,17 @@ class EventLog:
             event.count,
             event.retention,
             extra={"action": "scheduler.prune"},
+        )
+
+    # -- the admin API --------------------------------------------------------------------
+
+    def administered(self, event: Administered) -> None:
+        admin_log.info(
+            "%s %s: %s",
+            event.action,
+            event.target,
+            event.result,
+            extra={"action": f"admin.{event.action}", "target": event.target},
         )
 
 

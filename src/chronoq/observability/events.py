@@ -333,6 +333,17 @@ class JobsPruned(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Administered(Event):
+    """An operator's change through the admin API (`app.admin`, so the CLI, the HTTP API and
+    the dashboard alike): `action` as "job.cancel" or "queue.pause", what it acted on, and
+    what came of it, in words."""
+
+    action: str
+    target: str
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobsEnqueued(Event):
     """New jobs (not ones an enqueue key matched) of one queue and task."""
 
