@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+# LeaderTerm is chronoq.coordination's; re-exported where it was.
+from chronoq.coordination.base import LeaderTerm as LeaderTerm
+from chronoq.coordination.base import PartitionElector
 from chronoq.core.enqueue import Enqueued
 from chronoq.core.fleet import RECENT, Fleet, ProcessInfo
 from chronoq.core.jobs import (
@@ -30,6 +33,9 @@ from chronoq.core.jobs import (
 )
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.core.schedules import Schedule
+
+if TYPE_CHECKING:
+    from chronoq.coordination.legacy import LeaderElector
 
 
 # JobInsertParams, JobFinishParams and JobLeaseRef are not frozen: one is built per job on the
@@ -422,35 +428,6 @@ class MigrationChange:
     reverted: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderTerm:
-    """Who holds a duty: `term` grows by one at every change of holder."""
-
-    duty: str
-    holder: str
-    term: int
-    elected_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-
-
-class LeaderElector(Protocol):
-    """Elects one holder of a duty among any number of candidates.
-
-    `attempt()` is called again and again by every candidate: it takes the duty when nobody
-    holds it, renews it for its holder, and returns the term held, or None when another holds
-    it or the store cannot confirm ours (step down at once: the leader must be sure).
-    """
-
-    holder: str
-
-    def attempt(self) -> LeaderTerm | None: ...
-
-    def resign(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class ChangeListener(Protocol):
     """Wakes a worker when jobs may have become claimable."""
 
@@ -645,7 +622,13 @@ class JobStore(Protocol):
 
     # -- leadership -----------------------------------------------------------------------
 
-    def leader_elector(self, duty: str, holder: str, ttl: float) -> LeaderElector: ...
+    def elector(self, duty: str, holder: str, ttl: float, partitions: int = 1) -> PartitionElector:
+        """An elector of `duty` among this store's processes (see chronoq.coordination)."""
+        ...
+
+    def leader_elector(self, duty: str, holder: str, ttl: float) -> LeaderElector:
+        """Deprecated: `elector(duty, holder, ttl)`; its attempt()/resign() warn too."""
+        ...
 
     def leader_get(self, duty: str) -> LeaderTerm | None: ...
 
@@ -666,3 +649,20 @@ class JobStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def __getattr__(name: str) -> object:
+    # The old elector shape is deprecated, and still importable from here.
+    if name == "LeaderElector":
+        import warnings
+
+        from chronoq.coordination import legacy
+
+        warnings.warn(
+            "chronoq.storage.base.LeaderElector is deprecated: electors implement"
+            " chronoq.coordination.PartitionElector",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return legacy.LeaderElector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
