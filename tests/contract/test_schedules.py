@@ -14,9 +14,8 @@ from chronoq.storage.base import (
     ScheduleAdvance,
     ScheduleUpsertParams,
 )
-from tests.helpers import wait_until
 
-from .support import DEADLINE, Store, open_store
+from .support import Store, open_store
 
 TICK = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -187,57 +186,3 @@ def test_the_decision_sees_the_database_clock(store: Store) -> None:
     store.schedule_advance("digest", decide)
     assert before <= seen[0] <= store.db_now()
     assert seen[0].tzinfo is not None
-
-
-# -- leadership -------------------------------------------------------------------------------
-
-
-def test_one_candidate_leads_until_it_resigns(store: Store) -> None:
-    first = store.leader_elector("duty", "a", ttl=30.0)
-    second = store.leader_elector("duty", "b", ttl=30.0)
-    try:
-        term = first.attempt()
-        assert term is not None and (term.holder, term.term) == ("a", 1)
-        assert second.attempt() is None
-        renewed = first.attempt()
-        assert renewed is not None and renewed.term == 1  # renewing keeps the term
-        held = store.leader_get("duty")
-        assert held is not None and held.holder == "a"
-        first.resign()
-        taken = second.attempt()
-        assert taken is not None and (taken.holder, taken.term) == ("b", 2)
-        assert first.attempt() is None
-    finally:
-        first.close()
-        second.close()
-
-
-def test_duties_are_elected_separately(store: Store) -> None:
-    one = store.leader_elector("cron", "a", ttl=30.0)
-    two = store.leader_elector("other", "b", ttl=30.0)
-    try:
-        assert one.attempt() is not None
-        assert two.attempt() is not None
-    finally:
-        one.close()
-        two.close()
-
-
-def test_a_leader_that_vanishes_is_replaced(store: Store) -> None:
-    """The leader stops without resigning (its process died): PostgreSQL frees the lock with
-    its session, SQLite's lock row expires after the ttl."""
-    ttl = 0.5
-    leader = store.leader_elector("duty", "a", ttl=ttl)
-    standby = store.leader_elector("duty", "b", ttl=ttl)
-    assert leader.attempt() is not None
-    _vanish(leader)
-    term = wait_until(standby.attempt, timeout=DEADLINE, what="the standby to take over")
-    standby.close()
-    assert term is not None and term.holder == "b"
-
-
-def _vanish(elector: object) -> None:
-    """Drop the leader's hold the way a crash would: close its connection, do not resign."""
-    conn = getattr(elector, "_conn", None)
-    if conn is not None:
-        conn.close()

@@ -116,12 +116,13 @@ def test_a_worker_runs_through_a_migration_that_adds_a_column(migrated: str) -> 
 def test_a_leader_keeps_its_term_through_a_column_added_to_the_leaders_table(
     one_connection: PostgresStore, migrated: str
 ) -> None:
-    elector = one_connection.leader_elector("scheduler", "holder-1", 30.0)
+    elector = one_connection.elector("scheduler", "holder-1", 30.0)
     try:
-        terms = [elector.attempt() for _ in range(PREPARED)]
+        steps = [elector.step() for _ in range(PREPARED)]
         add_column(migrated, "chronoq_leaders")
-        renewed = elector.attempt()
+        renewed = elector.step()
+        holders = {leader.holder for leader in elector.leaders()}
     finally:
         elector.close()
-    assert renewed is not None and renewed.holder == "holder-1"
-    assert {term.term for term in terms if term is not None} == {renewed.term}
+    assert sorted(renewed) == [0] and holders == {"holder-1"}
+    assert {step[0].epoch for step in steps} == {renewed[0].epoch}

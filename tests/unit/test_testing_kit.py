@@ -51,8 +51,9 @@ def test_fire_schedules_runs_one_pass_of_the_cron_enqueuer(tmp_path: Path) -> No
 
 def test_a_static_elector_leads_or_never_does() -> None:
     leader = StaticElector()
-    term = leader.attempt()
-    assert term is not None and term.holder == "static"
-    leader.resign()
-    assert leader.attempt() is None
-    assert StaticElector(leader=False).attempt() is None
+    assert leader.holder == "static"
+    assert list(leader.step()) == [0]  # the scheduler's one partition
+    leader.leader = False
+    assert leader.step() == {}
+    assert StaticElector(leader=False).step() == {}
+    assert list(StaticElector(holder="s1").step()) == [0]

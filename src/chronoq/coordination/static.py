@@ -1,6 +1,8 @@
-"""A partition elector without a coordination service, for tests: leadership is what you say.
+"""An elector without a coordination service, for tests: leadership is what you say.
 
 ```python
+StaticElector()                                 # "static" leads partition 0 (a scheduler's)
+StaticElector(leader=False)                     # ... or never does
 a = StaticElector("a", partitions=4)            # leads 0-3 at epoch 1, trusted forever
 b = StaticElector("b", partitions=4, led=[])    # leads nothing
 a.move_to(b, [2, 3])                            # a: {0, 1}; b: {2, 3} at epoch 2
@@ -12,36 +14,52 @@ Epochs behave as etcd's do: a leadership that starts (a partition newly led, a m
 an epoch above every epoch this elector has used, and `move_to` also goes above the receiver's,
 so the new leader of a moved partition always has the higher epoch. Trust never ends
 (`trusted_until` is infinity). Nothing is shared between instances but what `move_to` hands over.
+
+It is also `chronoq.testing.StaticElector`, whose first form (`StaticElector(leader=False,
+holder="static")`) runs a `chronoq.Scheduler` without an election: `leader` says whether it leads
+every partition or none, and can be changed on a live elector.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
-from chronoq.coordination.base import Leadership, PartitionLeader
+from chronoq.coordination.base import Leadership, LeaderTerm, PartitionLeader, check_partitions
+from chronoq.coordination.legacy import TermMethods
 from chronoq.errors import ConfigError
 
 __all__ = ["StaticElector"]
 
 
-class StaticElector:
+class StaticElector(TermMethods):
     """`PartitionElector` that leads the partitions it is told (all by default) forever."""
 
     def __init__(
-        self, holder: str, partitions: int, led: Iterable[int] | None = None, epoch: int = 1
+        self,
+        holder: str = "static",
+        partitions: int = 1,
+        led: Iterable[int] | None = None,
+        epoch: int = 1,
+        *,
+        leader: bool = True,
     ) -> None:
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ConfigError(
-                f"partitions must be a whole number of at least 1, got {partitions!r}"
-            )
+        if isinstance(holder, bool):  # the test kit's first form: StaticElector(False)
+            _warn_positional_leader()
+            holder, leader = "static", holder
+        check_partitions(partitions)
         _check_epoch(epoch)
+        if not leader and led is not None:
+            raise ConfigError("give either led= or leader=False, not both")
         self.holder = holder
         self.partitions = partitions
         chosen = range(partitions) if led is None else self._checked(led)
-        self._epochs: dict[int, int] = dict.fromkeys(chosen, epoch)
+        self._epochs: dict[int, int] = dict.fromkeys(chosen if leader else (), epoch)
         self._last_epoch = epoch
+        self._since = datetime.now(UTC)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -70,6 +88,16 @@ class StaticElector:
             self._epochs.clear()
 
     # Moving leadership in tests
+
+    @property
+    def leader(self) -> bool:
+        """Whether it leads anything; set it to lead every partition (True) or none (False)."""
+        with self._lock:
+            return bool(self._epochs)
+
+    @leader.setter
+    def leader(self, leading: bool) -> None:
+        self.set_led(range(self.partitions) if leading else [])
 
     @property
     def epochs(self) -> dict[int, int]:
@@ -122,6 +150,16 @@ class StaticElector:
             other._epochs.update(dict.fromkeys(chosen, epoch))
         return epoch
 
+    # The deprecated attempt()/resign() (TermMethods)
+
+    def _term_of(self, lead: Leadership) -> LeaderTerm:
+        now = datetime.now(UTC)
+        return LeaderTerm("scheduler", self.holder, lead.epoch, self._since, now, now + _DAY)
+
+    def _release(self) -> None:
+        with self._lock:
+            self._epochs.clear()
+
     def _new_epoch(self, epoch: int | None) -> int:
         if epoch is None:
             epoch = self._last_epoch + 1
@@ -144,6 +182,17 @@ class StaticElector:
     def _ensure_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"the elector of {self.holder} is closed")
+
+
+_DAY = timedelta(days=1)  # what the deprecated attempt() reports as its term's expiry
+
+
+def _warn_positional_leader() -> None:
+    warnings.warn(
+        "StaticElector(False) is deprecated: name it, StaticElector(leader=False)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _check_epoch(epoch: int) -> None:

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from chronoq.core.jobs import Job, Outcome
 
 if TYPE_CHECKING:
-    from chronoq.storage.base import LeaderTerm, ScheduleAdvance
+    from chronoq.coordination.base import LeaderTerm
+    from chronoq.storage.base import ScheduleAdvance
 
 
 class Event:

@@ -2,23 +2,26 @@
 
 ```
  every process:  sync declared schedules and limits ─► loop:
-                   attempt() ── refused ─► stand by, ask again in `election_interval`
-                      │ granted (term N)
+                   step() ── partition 0 not led ─► stand by, ask again in `election_interval`
+                      │ led (epoch N, trusted until T)
                       ▼
-                   run each service whose time has come, while the term is trusted
+                   run each service whose time has come, while T has not passed
                    (cron enqueuer · lease rescuer · pruner), then wait for the next
 ```
 
-Any number of schedulers may run; one leads. The others stand by and take over within one
-election interval after the leader's session ends (PostgreSQL), or when its lock row expires
-(SQLite). A leader trusts its term for half the elector's ttl after the last confirmation and
-asks again before running anything past that, so a leader cut off from the database stops
-acting before a successor can be elected on SQLite, and at its next statement on PostgreSQL.
+The scheduler's duty is an election of one partition (chronoq.coordination). Any number of
+schedulers may run; one leads. The others stand by and take over within one election interval
+after the leader's session ends (PostgreSQL), or when its lock row expires (SQLite). A leader
+trusts its term until the elector's trust window ends (half its ttl after the last
+confirmation) and asks again before running anything past that, so a leader cut off from the
+database stops acting before a successor can be elected on SQLite, and at its next statement on
+PostgreSQL.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -27,16 +30,17 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from chronoq.coordination.base import Leadership, LeaderTerm, PartitionElector
+from chronoq.coordination.legacy import LeaderElector, as_partition_elector
 from chronoq.errors import ChronoqError, ConfigError
 from chronoq.fleet.beacon import BEAT_INTERVAL, Beacon, this_process
 from chronoq.fleet.records import ProcessInfo
 from chronoq.observability.eventlog import EventLog
 from chronoq.observability.events import LeaderChanged, Observer, Observers, ServiceRan
 from chronoq.scheduler.services import CronEnqueuer, CronOptions, LeaseRescuer, Pruner, Service
-from chronoq.storage.base import LeaderElector, LeaderTerm
 
 if TYPE_CHECKING:
     from chronoq.app import App
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronoq.scheduler")
 DUTY = "scheduler"
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)  # the end of a trust window that never ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +103,7 @@ class Scheduler:
         app: App,
         options: SchedulerOptions | None = None,
         *,
-        elector: LeaderElector | None = None,
+        elector: PartitionElector | LeaderElector | None = None,
         observers: Iterable[Observer] = (),
         holder: str | None = None,
         tier: TierLeader | None = None,
@@ -109,7 +114,10 @@ class Scheduler:
         self.options = (options or SchedulerOptions()).validated()
         self.holder = holder or default_holder_id()
         self.events = Observers([EventLog(), *observers], runtime.observers)
-        self._elector = elector
+        # An elector of the old attempt()/resign() shape is wrapped, with a DeprecationWarning.
+        self._elector = (
+            None if elector is None else as_partition_elector(elector, self.options.leader_ttl)
+        )
         self._stop = threading.Event()
         self.state = SchedulerState()
         cron_options = CronOptions(lookahead=self.options.lookahead)
@@ -152,7 +160,7 @@ class Scheduler:
         if install_signal_handlers:
             self._install_signal_handlers()
         self.runtime.sync()
-        elector = self._elector or self.runtime.store.leader_elector(
+        elector = self._elector or self.runtime.store.elector(
             DUTY, self.holder, self.options.leader_ttl
         )
         tier: threading.Thread | None = None
@@ -206,7 +214,7 @@ class Scheduler:
             tier.elector.close()
             tier.timers.close()
 
-    def _step(self, elector: LeaderElector) -> float:
+    def _step(self, elector: PartitionElector) -> float:
         self._elect(elector)
         if self.state.term is None:
             return self.options.election_interval
@@ -219,17 +227,27 @@ class Scheduler:
         soonest = min(due.at for due in self._services) - time.monotonic()
         return max(0.0, min(self.options.election_interval, soonest))
 
-    def _elect(self, elector: LeaderElector) -> None:
-        term = elector.attempt()
-        if term is None:
+    def _elect(self, elector: PartitionElector) -> None:
+        lead = elector.step().get(0)
+        if lead is None:
             if self.state.term is not None:
                 self._step_down("lost the election")
             return
-        newly = self.state.term is None or self.state.term.term != term.term
-        self.state.term = term
+        newly = self.state.term is None or self.state.term.term != lead.epoch
+        held = None if newly else self.state.term
+        self.state.term = self._term(elector.holder, lead, held)
         if newly:
-            self.events.emit(LeaderChanged(DUTY, self.holder, term))
-        self.state.trusted_until = time.monotonic() + self.options.leader_ttl / 2
+            self.events.emit(LeaderChanged(DUTY, self.holder, self.state.term))
+        self.state.trusted_until = lead.trusted_until
+
+    def _term(self, holder: str, lead: Leadership, held: LeaderTerm | None) -> LeaderTerm:
+        """The term as this process sees it: elected when it first led under this epoch,
+        renewed now, and (in `expires_at`) trusted until the end of its trust window."""
+        now = datetime.now(UTC)
+        left = lead.trusted_until - time.monotonic()
+        until = now + timedelta(seconds=left) if math.isfinite(left) else _END_OF_TIME
+        elected = held.elected_at if held is not None else now
+        return LeaderTerm(DUTY, holder, lead.epoch, elected, now, until)
 
     def _step_down(self, why: str, *, graceful: bool = False) -> None:
         self.state.term = None

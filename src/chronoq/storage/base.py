@@ -14,9 +14,11 @@ and leadership, which is here. Every name of those modules is importable from he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+# LeaderTerm is chronoq.coordination's; re-exported where it was.
+from chronoq.coordination.base import LeaderTerm as LeaderTerm
+from chronoq.coordination.base import PartitionElector
 
 from chronoq.storage.port.jobadmin import (
     LATENESS_BOUNDS,
@@ -84,7 +86,6 @@ __all__ = [
     "JobStageParams",
     "JobStore",
     "JobsPort",
-    "LeaderElector",
     "LeaderTerm",
     "MigrationChange",
     "Overview",
@@ -109,33 +110,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderTerm:
-    """Who holds a duty: `term` grows by one at every change of holder."""
-
-    duty: str
-    holder: str
-    term: int
-    elected_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-
-
-class LeaderElector(Protocol):
-    """Elects one holder of a duty among any number of candidates.
-
-    `attempt()` is called again and again by every candidate: it takes the duty when nobody
-    holds it, renews it for its holder, and returns the term held, or None when another holds
-    it or the store cannot confirm ours (step down at once: the leader must be sure).
-    """
-
-    holder: str
-
-    def attempt(self) -> LeaderTerm | None: ...
-
-    def resign(self) -> None: ...
-
-    def close(self) -> None: ...
+if TYPE_CHECKING:
+    from chronoq.coordination.legacy import LeaderElector
 
 
 class JobStore(
@@ -152,6 +128,29 @@ class JobStore(
 
     # -- leadership -----------------------------------------------------------------------
 
-    def leader_elector(self, duty: str, holder: str, ttl: float) -> LeaderElector: ...
+    def elector(self, duty: str, holder: str, ttl: float, partitions: int = 1) -> PartitionElector:
+        """An elector of `duty` among this store's processes (see chronoq.coordination)."""
+        ...
+
+    def leader_elector(self, duty: str, holder: str, ttl: float) -> LeaderElector:
+        """Deprecated: `elector(duty, holder, ttl)`; its attempt()/resign() warn too."""
+        ...
 
     def leader_get(self, duty: str) -> LeaderTerm | None: ...
+
+
+def __getattr__(name: str) -> object:
+    # The old elector shape is deprecated, and still importable from here.
+    if name == "LeaderElector":
+        import warnings
+
+        from chronoq.coordination import legacy
+
+        warnings.warn(
+            "chronoq.storage.base.LeaderElector is deprecated: electors implement"
+            " chronoq.coordination.PartitionElector",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return legacy.LeaderElector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

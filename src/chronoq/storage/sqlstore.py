@@ -91,6 +91,13 @@ class SqlStore(JobsSql, JobAdminSql, QueuesSql, SchedulesSql, ProcessesSql, Tier
             row = db.execute(self.Q["leader_get"], {"duty": duty}).fetchone()
         return leader_term(row, self._time) if row else None
 
+    def leader_list(self, duties: Sequence[str]) -> list[LeaderTerm]:
+        """The unexpired terms among the records `duties` names (chronoq.coordination)."""
+        args = {"duties": self._array(duties), "now": self._clock()}
+        with self._read() as db:
+            rows = db.execute(self.Q["leader_list"], args).fetchall()
+        return [leader_term(row, self._time) for row in rows]
+
 
 def _target_index(names: Sequence[str], version: str | None) -> int:
     """The position of the migration `version` names (its full name, or its number)."""

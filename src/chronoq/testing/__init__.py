@@ -10,6 +10,10 @@ def test_signup_sends_a_welcome_email(app):
     assert stats.done == 1
 ```
 
+`StaticElector()` (chronoq.coordination's) leads without an election:
+`Scheduler(app, elector=StaticElector())` runs the leader-only services at once, and
+`StaticElector(leader=False)` never does.
+
 Use a throwaway database: `App("sqlite:///" + str(tmp_path / "jobs.db"))` costs a few
 milliseconds and behaves exactly as production storage does.
 """
@@ -17,10 +21,11 @@ milliseconds and behaves exactly as production storage does.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chronoq.app import App
+from chronoq.coordination import StaticElector
+from chronoq.coordination.base import LeaderTerm
 from chronoq.core.jobs import Job, JobStatus, Outcome
 from chronoq.observability.events import (
     AttemptCancelled,
@@ -32,7 +37,7 @@ from chronoq.observability.events import (
     WorkerIdle,
 )
 from chronoq.scheduler.services import CronEnqueuer
-from chronoq.storage.base import JobListParams, LeaderTerm
+from chronoq.storage.base import JobListParams
 from chronoq.worker.stats import WorkerStats
 from chronoq.worker.worker import Worker, WorkerOptions
 
@@ -82,28 +87,6 @@ def fire_schedules(app: App) -> int:
     enqueuer = CronEnqueuer(app.runtime())
     enqueuer.run_once()
     return enqueuer.fired
-
-
-class StaticElector:
-    """A `LeaderElector` that always (or never) leads, for running a `chronoq.Scheduler` in
-    tests without an election: `Scheduler(app, elector=StaticElector())`."""
-
-    def __init__(self, leader: bool = True, holder: str = "static") -> None:
-        self.holder = holder
-        self.leader = leader
-        self._since = datetime.now(UTC)
-
-    def attempt(self) -> LeaderTerm | None:
-        if not self.leader:
-            return None
-        now = datetime.now(UTC)
-        return LeaderTerm("scheduler", self.holder, 1, self._since, now, now + timedelta(days=1))
-
-    def resign(self) -> None:
-        self.leader = False
-
-    def close(self) -> None:
-        self.resign()
 
 
 class WorkerSignals:

@@ -1,4 +1,6 @@
--- PostgreSQL: chronoq_leaders and the advisory locks of leader election.
+-- PostgreSQL: chronoq_leaders and the advisory locks of leader election
+-- (chronoq.coordination.postgres). A lock and its row are named by a record key: the duty for
+-- its partition 0, "duty/N" for partition N (chronoq.coordination.records.record_key).
 -- Each block is one statement, named by `-- name:`; names are unique across this folder's
 -- files. Every time decision uses the database clock: coalesce(%(now)s, clock_timestamp()) lets
 -- tests pin it and leaves production on the server's clock.
@@ -25,9 +27,16 @@ SET term = CASE WHEN chronoq_leaders.holder = excluded.holder
 RETURNING *
 
 -- name: leader_forget
--- The row stays, expired, so the next holder's term still counts up from it.
+-- Resigns by (holder, term): a row a successor already wrote is left alone. The row stays,
+-- expired, so the next holder's term still counts up from it.
 UPDATE chronoq_leaders SET expires_at = clock_timestamp()
-WHERE duty = %(duty)s AND holder = %(holder)s
+WHERE duty = %(duty)s AND holder = %(holder)s AND term = %(term)s
 
 -- name: leader_get
 SELECT * FROM chronoq_leaders WHERE duty = %(duty)s
+
+-- name: leader_list
+-- The terms not yet expired among the named records (the partitions of a duty).
+SELECT * FROM chronoq_leaders
+WHERE duty = ANY(%(duties)s) AND expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
+ORDER BY duty

@@ -21,6 +21,8 @@ from psycopg.rows import dict_row, scalar_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from chronoq.coordination.legacy import warn_leader_elector
+from chronoq.coordination.postgres import PostgresElector
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -41,8 +43,8 @@ from chronoq.storage.base import (
 )
 from chronoq.storage.dsn import check_postgres_dsn, redact
 from chronoq.storage.limited import claim_limited
-from chronoq.storage.postgres.coordination import PostgresElector, PostgresLimitedIO
 from chronoq.storage.postgres.inserts import insert_many_async, insert_on, insert_streamed
+from chronoq.storage.postgres.limits import PostgresLimitedIO
 from chronoq.storage.postgres.session import Q, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
@@ -398,8 +400,12 @@ class PostgresStore(SqlStore):
 
     # -- leadership -----------------------------------------------------------------------
 
+    def elector(self, duty: str, holder: str, ttl: float, partitions: int = 1) -> PostgresElector:
+        return PostgresElector(self, duty, holder, ttl, partitions)
+
     def leader_elector(self, duty: str, holder: str, ttl: float) -> PostgresElector:
-        return PostgresElector(self.dsn, self.dsn_display, duty, holder, ttl)
+        warn_leader_elector()
+        return self.elector(duty, holder, ttl)
 
     def open_listener(self) -> PostgresListener:
         return PostgresListener(self.dsn, self.dsn_display)

@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, LiteralString
 
+from chronoq.coordination.legacy import warn_leader_elector
+from chronoq.coordination.sqlite import SqliteElector
 from chronoq.core.jobs import MAX_ID, Claim, Job, JobProgress, Outcome, Wakeup
 from chronoq.core.schedules import Schedule
 from chronoq.errors import KeyConflict, SchemaMissing, StoreError, StoreUnavailable
@@ -53,8 +55,7 @@ from chronoq.storage.rows import (
     schedule_from_row,
     storable_text,
 )
-from chronoq.storage.sqlite.coordination import (
-    SqliteElector,
+from chronoq.storage.sqlite.limits import (
     SqliteLimitedIO,
     claim_args,
     claim_ids_args,
@@ -379,8 +380,12 @@ class SqliteStore(SqlStore):
 
     # -- leadership -----------------------------------------------------------------------
 
+    def elector(self, duty: str, holder: str, ttl: float, partitions: int = 1) -> SqliteElector:
+        return SqliteElector(self, duty, holder, ttl, partitions)
+
     def leader_elector(self, duty: str, holder: str, ttl: float) -> SqliteElector:
-        return SqliteElector(self, duty, holder, ttl)
+        warn_leader_elector()
+        return self.elector(duty, holder, ttl)
 
     def leader_attempt(self, duty: str, holder: str, ttl: float) -> LeaderTerm | None:
         now = now_micros()
@@ -394,9 +399,10 @@ class SqliteStore(SqlStore):
             row = db.execute(Q["leader_acquire"], args).fetchone()
         return leader_term(row, micros_to_datetime) if row else None
 
-    def leader_forget(self, duty: str, holder: str) -> None:
+    def leader_forget(self, duty: str, holder: str, term: int) -> None:
+        args = {"duty": duty, "holder": holder, "term": term, "now": now_micros()}
         with self._write() as db:
-            db.execute(Q["leader_forget"], {"duty": duty, "holder": holder, "now": now_micros()})
+            db.execute(Q["leader_forget"], args)
 
     def open_listener(self) -> SqliteListener:
         return SqliteListener(self.path)

@@ -1,63 +1,22 @@
-"""SQLite coordination: leader election by a lock row, and limited claims.
-
-Leadership is a row in `chronoq_leaders` with an expiry: a candidate takes it when it is free
-or expired, its holder renews it, and a holder that stops renewing (it died) loses it when the
-row expires, `ttl` seconds after its last renewal. There is no session to tie a lock to in an
-embedded database, so the lease is the lock.
-
-A holder that cannot renew steps down at once (`attempt` returns None). Since every
-candidate shares one file on one host, their clocks agree and the row's expiry is safe to
-compare against.
-"""
+"""SQLite limited claims (the planning is `chronoq.storage.limited`'s), and the claim helpers
+the store shares with them."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from chronoq.core.jobs import Job
 from chronoq.core.ratelimit import Bucket, Candidate, ClaimPlan, KeyLimit, QueueLimits
-from chronoq.errors import ChronoqError
-from chronoq.storage.base import JobClaimIdsParams, JobClaimParams, LeaderTerm
+from chronoq.storage.base import JobClaimIdsParams, JobClaimParams
 from chronoq.storage.rows import datetime_to_micros, job_from_row, micros_to_datetime
 from chronoq.storage.sqlfile import load_dialect
 
 Q = load_dialect("chronoq.storage.sqlite")
-
-
-class _LeaderRows(Protocol):
-    def leader_attempt(self, duty: str, holder: str, ttl: float) -> LeaderTerm | None: ...
-
-    def leader_forget(self, duty: str, holder: str) -> None: ...
-
-
-class SqliteElector:
-    """`LeaderElector` on the lock row of a duty."""
-
-    def __init__(self, store: _LeaderRows, duty: str, holder: str, ttl: float) -> None:
-        self.holder = holder
-        self._store = store
-        self._duty = duty
-        self._ttl = ttl
-
-    def attempt(self) -> LeaderTerm | None:
-        try:
-            return self._store.leader_attempt(self._duty, self.holder, self._ttl)
-        except ChronoqError:
-            return None
-
-    def resign(self) -> None:
-        # When the row cannot be deleted it expires on its own.
-        with contextlib.suppress(ChronoqError):
-            self._store.leader_forget(self._duty, self.holder)
-
-    def close(self) -> None:
-        self.resign()
 
 
 class SqliteLimitedIO:
