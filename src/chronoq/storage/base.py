@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 # LeaderTerm is chronoq.coordination's; re-exported where it was.
 from chronoq.coordination.base import LeaderTerm as LeaderTerm
 from chronoq.coordination.base import PartitionElector
-
 from chronoq.storage.port.jobadmin import (
     LATENESS_BOUNDS,
     DeadPurgeParams,

@@ -55,6 +55,7 @@ from chronoq.storage.rows import (
     schedule_from_row,
     storable_text,
 )
+from chronoq.storage.sqlite.inserts import insert_batch, insert_one, insert_streamed
 from chronoq.storage.sqlite.limits import (
     SqliteLimitedIO,
     claim_args,
@@ -62,7 +63,6 @@ from chronoq.storage.sqlite.limits import (
     claimed_jobs,
     job_from_json_row,
 )
-from chronoq.storage.sqlite.inserts import insert_batch, insert_one, insert_streamed
 from chronoq.storage.sqlite.session import (
     CHANGE_POLL_SECONDS,
     Q,
