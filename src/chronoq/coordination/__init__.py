@@ -57,7 +57,7 @@ A new elector
 Implement the four methods of `PartitionElector` (and `holder`, `partitions`), keep to the two
 rules above (epochs grow at each new leader; trust ends before anyone else can be elected), and
 add a kit for it to `tests/contract/test_elector.py`, which runs the same contract on every
-adapter. Give it to `Scheduler(app, elector=...)` or `TierLeader(app, elector, ...)`.
+adapter. Give it to `Scheduler(app, elector=...)` or `TierLeader(app.runtime(), elector, ...)`.
 The single-duty shape that came before the port (`attempt()`, `resign()`) is still accepted, with
 a DeprecationWarning (`legacy.py`).
 """
