@@ -12,12 +12,15 @@ line of JSON to a pipe each time the set of handlers it runs changes:
 {"ended": [[id, token], ...]}     handlers done, or claimed jobs given back
 ```
 
-When the process dies, the supervisor reads the pipe to its end and asks the store which jobs
-that worker id still holds. Those it had started failed with the crash: they retry after their
-task's backoff, or go dead on their last attempt. The others were only claimed: they are given
-back without using an attempt. The store, not the pipe, says what was claimed, so a process
-that dies while a claim's answer is on its way leaves nothing behind; every write is fenced by
-the lease token the store returned, so a job reported or rescued meanwhile is left alone.
+When the process dies, the supervisor reads the pipe to its end, ends the process's database
+sessions, and asks the store which jobs that worker id still holds. (A claim the process sent
+just before it died may still be executing on the server, which would commit it after that
+question; ended, it is rolled back: see `ProcessSessionsEndParams`.) Those it had started
+failed with the crash: they retry after their task's backoff, or go dead on their last attempt.
+The others were only claimed: they are given back without using an attempt. The store, not the
+pipe, says what was claimed, so a process that dies while a claim's answer is on its way leaves
+nothing behind; every write is fenced by the lease token the store returned, so a job reported
+or rescued meanwhile is left alone.
 
 A "started" line is written before the handlers it names run, so a crash can never count a
 running job as waiting. An "ended" line is written as soon as the store has the attempt's
@@ -47,7 +50,12 @@ from chronoq.observability.events import (
     Subscription,
     WorkerStarted,
 )
-from chronoq.storage.base import JobFinishParams, JobLeaseRef, JobListParams
+from chronoq.storage.base import (
+    JobFinishParams,
+    JobLeaseRef,
+    JobListParams,
+    ProcessSessionsEndParams,
+)
 
 if TYPE_CHECKING:
     from chronoq.app import App
@@ -179,6 +187,7 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
     """Settle the jobs a dead child's worker still holds; returns (failed, released) ids."""
     if orphans.worker_id is None:
         return set(), set()  # it died before its first claim
+    _end_sessions(app, orphans.worker_id)
     held = _held_by(app, orphans.worker_id)
     message = (
         f"the worker process (pid {orphans.pid}) {describe_exit(orphans.code)} while this job ran"
@@ -208,6 +217,19 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
         },
     )
     return failed, released
+
+
+def _end_sessions(app: App, worker_id: str) -> None:
+    """No statement of the dead worker may commit after its holdings are read."""
+    left = app.store.process_sessions_end(ProcessSessionsEndParams(worker_id))
+    if left:
+        log.warning(
+            "%d database session(s) of worker %s outlived it; a claim of theirs that commits "
+            "now waits for its lease",
+            left,
+            worker_id,
+            extra={"action": "supervisor.sessions_left", "worker": worker_id, "sessions": left},
+        )
 
 
 def _held_by(app: App, worker_id: str) -> list[Job]:
