@@ -10,7 +10,8 @@ from playwright.sync_api import ConsoleMessage, Page, Request, expect
 
 from tests.browser.conftest import TIMEOUT_MS, Live
 
-pytestmark = pytest.mark.slow
+# One pytest-xdist worker runs the module (`make test`): it launches Chromium once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-docs")]
 
 expect.set_options(timeout=TIMEOUT_MS)
 
