@@ -17,8 +17,7 @@ from tests.browser.conftest import ADMIN, READER, TIMEOUT_MS, Live
 from tests.browser.tasks import GATES, QUEUES
 from tests.helpers import wait_until
 
-# One pytest-xdist worker runs the module (`make test`): it launches Chromium once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-dashboard")]
+pytestmark = pytest.mark.slow
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 # Seconds over which the screenshot's jobs are spread, so its throughput chart has a shape.

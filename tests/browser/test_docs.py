@@ -10,8 +10,7 @@ from playwright.sync_api import ConsoleMessage, Page, Request, expect
 
 from tests.browser.conftest import TIMEOUT_MS, Live
 
-# One pytest-xdist worker runs the module (`make test`): it launches Chromium once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-docs")]
+pytestmark = pytest.mark.slow
 
 expect.set_options(timeout=TIMEOUT_MS)
 

@@ -13,8 +13,7 @@ from tests.browser.tasks import QUEUES
 from tests.browser.test_dashboard import sign_in
 from tests.helpers import wait_until
 
-# One pytest-xdist worker runs the module (`make test`): it launches Chromium once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-processes")]
+pytestmark = pytest.mark.slow
 
 expect.set_options(timeout=TIMEOUT_MS)
 

@@ -20,12 +20,6 @@ from tests.chaos.tiered import TIER_SCENARIOS, TieredRun, TierServices
 # a D several times the critical value (about 0.2 at the ~120 retries of a short run).
 SHORT = {"jobs": 150, "fault_window": 6.0, "ks_alpha": 0.0001}
 
-# Under pytest-xdist (`make test`), every scenario runs on one worker, one after another: each
-# starts a fleet of processes and bounds how late a job may run again after a fault, and two
-# fleets sharing two cores would measure each other. One worker also starts one private
-# cluster (the session's) instead of one per worker.
-pytestmark = pytest.mark.xdist_group("chaos")
-
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)

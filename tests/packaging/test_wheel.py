@@ -32,9 +32,7 @@ from typing import NamedTuple
 
 import pytest
 
-# One pytest-xdist worker runs the module (`make test`), so the sdist, the wheel and the venv
-# are built once, not once on each worker that runs one of its tests.
-pytestmark = [pytest.mark.packaging, pytest.mark.xdist_group("packaging")]
+pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "chronoq"
