@@ -68,8 +68,8 @@ docs: $(STAMP)
 
 # Lint, typecheck and docs side by side (15 s in all), then the suite on PYTEST_WORKERS workers
 # beside the benchmark smoke run (its venv's install, then the run): both mostly wait, the
-# smoke run on its figures' fixed windows (about 4 minutes, 45 s of CPU). The smoke run's
-# output is shown once it ends, whole if it failed.
+# smoke run on its figures' fixed windows (233 s, of which 44 s of CPU, in one run).
+# The smoke run's output is shown once it ends, whole if it failed.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 lint typecheck docs
 	$(MAKE) --no-print-directory -j2 suite suite-bench-smoke
