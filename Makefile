@@ -70,12 +70,15 @@ docs: $(STAMP)
 # beside the benchmark smoke run (its venv's install, then the run): both mostly wait, the
 # smoke run on its figures' fixed windows (233 s, of which 44 s of CPU, in one run).
 # The smoke run's output is shown once it ends, whole if it failed.
+# Tests marked `alone` measure a pace (a rate limit kept by a worker at full speed) and run
+# last, by themselves, once the parallel suite and the smoke run are over.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 lint typecheck docs
 	$(MAKE) --no-print-directory -j2 suite suite-bench-smoke
+	$(BIN)/pytest -m alone
 
 suite: $(STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not alone"
 
 suite-bench-smoke: $(BENCH_STAMP)
 	@log=$$(mktemp); \
