@@ -61,16 +61,6 @@ def _drop_databases(names: list[str]) -> None:
             conn.execute(drop.format(psycopg.sql.Identifier(name)))
 
 
-# The module that takes longest: the chaos short pass (about 5 minutes), which `make test`'s
-# `--dist loadfile` runs on one pytest-xdist worker as one unit. Collected first, it starts
-# first, and the other workers run the rest of the suite beside it, not while it finishes alone.
-_LONGEST_FIRST = ("tests/chaos/test_chaos.py",)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in _LONGEST_FIRST)
-
-
 def _printable(text: str) -> str:
     """`text` with lone surrogates (undecodable bytes that an input test sent) shown escaped."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
