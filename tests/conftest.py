@@ -61,6 +61,23 @@ def _drop_databases(names: list[str]) -> None:
             conn.execute(drop.format(psycopg.sql.Identifier(name)))
 
 
+def _printable(text: str) -> str:
+    """`text` with lone surrogates (undecodable bytes that an input test sent) shown escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Reports travel from pytest-xdist's workers as UTF-8, which a lone surrogate cannot be
+    written in: the hostile-input tests print and log such text, and the worker would die
+    sending their report. Their captured output and failures are shown escaped instead."""
+    report.sections = [(title, _printable(content)) for title, content in report.sections]
+    if report.longrepr is not None:
+        shown = str(report.longrepr)
+        if _printable(shown) != shown:
+            report.longrepr = _printable(shown)
+
+
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A fresh, migrated database for this test run; dropped at the end."""

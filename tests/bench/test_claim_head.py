@@ -4,6 +4,8 @@ VACUUM. Its figures mean nothing at this size."""
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 from bench.claim_head import measure, report
 
@@ -22,7 +24,8 @@ def test_every_mark_is_sampled_and_the_vacuum_reported() -> None:
         batch=10,
         claims=3,
         admin=admin,
-        database="chronoq_claim_head_test",
+        # Of this run alone: other runs may use the same server at the same time.
+        database=f"chronoq_claim_head_{uuid.uuid4().hex[:10]}",
     )
 
     assert [s.claimed_since_vacuum for s in samples] == [0, 100, 0]

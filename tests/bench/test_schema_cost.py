@@ -4,6 +4,8 @@ has a row per variant. Its figures mean nothing at this size."""
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 from bench.schema_cost import VARIANTS, measure, report
 
@@ -16,9 +18,9 @@ def test_every_variant_applies_and_drains() -> None:
         psycopg.connect(admin, connect_timeout=5).close()
     except psycopg.OperationalError as exc:
         _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
-    runs = measure(
-        VARIANTS, jobs=200, batch=50, repeats=1, admin=admin, database="chronoq_schema_cost_test"
-    )
+    # The database is of this run alone: other runs may use the same server at the same time.
+    database = f"chronoq_schema_cost_{uuid.uuid4().hex[:10]}"
+    runs = measure(VARIANTS, jobs=200, batch=50, repeats=1, admin=admin, database=database)
 
     assert set(runs) == {variant.name for variant in VARIANTS}
     assert all(run.jobs_per_s > 0 and run.server_us >= 0 for [run] in runs.values())

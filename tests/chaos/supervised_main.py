@@ -18,7 +18,7 @@ def main() -> int:
     logging.getLogger("chronoq.supervisor").setLevel(logging.INFO)
 
     def on_orphans(orphans: Orphans) -> None:
-        settle_orphans(app, orphans)
+        settle_orphans(app.store, orphans)
 
     command = [sys.executable, "-m", "tests.chaos.worker_main"]
     try:

@@ -14,6 +14,7 @@ from chronoq.storage.base import (
     JobLeaseRef,
     ProcessBeatParams,
     ProcessListParams,
+    ProcessSessionsEndParams,
 )
 
 from .support import Store, claim, insert, params
@@ -149,3 +150,9 @@ def test_a_hand_off_with_a_stale_token_is_refused(store: Store) -> None:
     (job,) = claim(store)
     stale = JobLeaseRef(job.id, job.lease_token - 1)
     assert store.job_hand_off_many(JobHandOffParams([stale], delay=1)) == set()
+
+
+def test_ending_the_sessions_of_a_worker_that_has_none_ends_nothing(store: Store) -> None:
+    # PostgreSQL ends named sessions (tests/integration/test_poison.py); SQLite has none.
+    assert store.process_sessions_end(ProcessSessionsEndParams("gone:1:abc", timeout=1.0)) == 0
+    assert store.process_list(ProcessListParams()).processes == []

@@ -72,19 +72,47 @@ def pg_seeds(pg_fast: str, pg_janitor: Connection) -> Seeds:
     return seeds
 
 
-def _restore_script(seeded_tables: tuple[str, ...] = _SEEDED) -> sql.Composed:
+def _restore_script(
+    seeded_tables: tuple[str, ...] = _SEEDED, job_ids: tuple[int, bool] | None = None
+) -> sql.Composed:
+    """Empty every table, copy the seeds back, and with `job_ids` (last_value, is_called) set
+    the jobs' id sequence there."""
     statements = [sql.SQL("DELETE FROM {}").format(sql.Identifier(t)) for t in _TABLES]
     statements += [
         sql.SQL("INSERT INTO {} SELECT * FROM {}").format(sql.Identifier(t), _seed_copy(t))
         for t in seeded_tables
     ]
+    if job_ids is not None:
+        statements.append(
+            sql.SQL("SELECT setval(pg_get_serial_sequence('chronoq_jobs', 'id'), {}, {})").format(
+                sql.Literal(job_ids[0]), sql.Literal(job_ids[1])
+            )
+        )
     return sql.SQL("; ").join(statements)
 
 
+@pytest.fixture(scope="session")
+def pg_restore(pg_janitor: Connection, pg_seeds: Seeds) -> sql.Composed:
+    """What puts the seeds back, the jobs' id sequence included: where the seeding left it.
+    A test of another folder may have restarted it since (the shared `pg_dsn` truncates with
+    RESTART IDENTITY), and under pytest-xdist such tests run on the same worker between these:
+    the next job would then take the id of a seeded one."""
+    (sequence,) = pg_janitor.execute(
+        "SELECT pg_get_serial_sequence('chronoq_jobs', 'id')"
+    ).fetchone() or (None,)
+    assert isinstance(sequence, str)
+    schema, name = sequence.split(".")
+    state = pg_janitor.execute(
+        sql.SQL("SELECT last_value, is_called FROM {}").format(sql.Identifier(schema, name))
+    ).fetchone()
+    assert state is not None
+    return _restore_script(job_ids=(int(str(state[0])), bool(state[1])))
+
+
 @pytest.fixture
-def pg_dsn(pg_fast: str, pg_janitor: Connection, pg_seeds: Seeds) -> str:
+def pg_dsn(pg_fast: str, pg_janitor: Connection, pg_restore: sql.Composed) -> str:
     """The run's database holding the seeds and nothing else (overrides the shared fixture)."""
-    pg_janitor.execute(_restore_script())
+    pg_janitor.execute(pg_restore)
     return pg_fast
 
 

@@ -46,7 +46,10 @@ def slow(seconds: float) -> None:
 
 @app.task(lease=1.0)
 def wait_for_gate(gate: str) -> None:
-    """Runs until the test creates the file `gate` (a short lease: rescued soon if killed)."""
+    """Runs until the test creates the file `gate` (a short lease: rescued soon if killed).
+    It first creates `gate` + ".started": the test can tell a running handler from a job that
+    its worker has only claimed so far (which a stopping or dying worker gives back unrun)."""
+    Path(gate + ".started").touch()
     deadline = time.monotonic() + 60
     while not Path(gate).exists():
         if time.monotonic() > deadline:

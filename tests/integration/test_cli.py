@@ -498,7 +498,9 @@ def test_worker_exits_when_a_sync_job_outlives_the_grace_period(
     never = json.dumps({"gate": str(tmp_path / "never-opened")})
     job_id = enqueue(url, "wait_for_gate", "--app", app_spec, "--payload", never)
     worker = spawner.start("worker", "--app", app_spec, "--dsn", url, "--shutdown-grace", "0.2")
-    wait_until(lambda: status(reader, job_id) == JobStatus.RUNNING, what="job running")
+    # Its handler runs: a job only claimed so far would be given back at the stop.
+    wait_until((tmp_path / "never-opened.started").exists, what="the job's handler to start")
+    assert status(reader, job_id) == JobStatus.RUNNING
 
     worker.send_signal(signal.SIGTERM)
 

@@ -10,14 +10,18 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import psycopg
 import pytest
 
 from chronoq import App, Backoff, Job, JobStatus, Outcome, Worker, WorkerOptions
-from chronoq.storage.base import JobClaimParams, JobFinishParams
+from chronoq.storage.base import JobClaimParams, JobFinishParams, ProcessListParams
+from chronoq.storage.dsn import session_name
 from chronoq.worker.completer import STUCK_RETRY_FLOOR
 from chronoq.worker.ledger import CRASH_SPREAD, JobLedger, LedgerReader, Orphans, settle_orphans
 from tests.helpers import held_job, running_worker, wait_until
@@ -196,6 +200,87 @@ def test_jobs_claimed_ahead_by_a_crashed_process_keep_their_attempts(
         assert job.attempts == 1 + len(crashes), json.dumps(job.errors)
 
 
+# A worker process's claim, sent on a session named after its worker id as a supervised child's
+# are (chronoq.cli.worker); it never returns while the test holds chronoq_jobs locked.
+CLAIMING_CHILD = """
+import sys
+
+from chronoq.storage.base import JobClaimParams
+from chronoq.storage.dsn import with_session_name
+from chronoq.storage.postgres.store import PostgresStore
+
+dsn, worker_id = sys.argv[1:]
+store = PostgresStore(with_session_name(dsn, worker_id), pool_size=1)
+store.job_claim_with_wakeup(JobClaimParams(["default"], 10, worker_id))
+"""
+
+
+def _sessions(dsn: str, worker_id: str, *, waiting_for_a_lock: bool = False) -> int:
+    """How many sessions named after `worker_id` the server has (only those waiting for a lock)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND (NOT %s OR wait_event_type = 'Lock')",
+            (session_name(worker_id), waiting_for_a_lock),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_claim_still_executing_when_its_process_died_takes_nothing_from_the_settlement(
+    pg_dsn: str,
+) -> None:
+    """PostgreSQL runs a statement whose client is gone to its end and commits it. Here a dead
+    process's claim waits for a lock on the server while the supervisor settles its jobs: the
+    settlement ends the claim first, so it never takes the jobs, which would otherwise wait for
+    their leases (60 s) to come back, one attempt spent."""
+    app = App(pg_dsn)
+
+    @app.task()
+    def job(n: int) -> None: ...
+
+    ids = [job.defer(n=n).id for n in range(3)]  # type: ignore[union-attr]
+    worker_id = "dead-host:4242:c0ffee"
+    with psycopg.connect(pg_dsn) as blocker:  # a transaction: the lock holds until it ends
+        blocker.execute("LOCK TABLE chronoq_jobs IN SHARE MODE")  # no UPDATE gets through
+        child = subprocess.Popen([sys.executable, "-c", CLAIMING_CHILD, pg_dsn, worker_id])
+        try:
+            wait_until(
+                lambda: _sessions(pg_dsn, worker_id, waiting_for_a_lock=True),
+                what="the child's claim to wait for the lock",
+            )
+        finally:
+            child.kill()
+            child.wait(30)
+        orphans = Orphans(child.pid, -signal.SIGKILL, worker_id, frozenset())
+        assert settle_orphans(app.store, orphans) == (set(), set())
+    # The lock is gone: a claim still on the server would now take the jobs, and end.
+    wait_until(lambda: _sessions(pg_dsn, worker_id) == 0, what="the child's sessions to end")
+    for job_id in ids:
+        stored = app.get_job(job_id)
+        assert stored is not None
+        assert (stored.status, stored.attempts, stored.worker_id) == (JobStatus.PENDING, 0, None)
+    app.close()
+
+
+def test_a_supervised_worker_names_its_database_sessions_after_its_worker_id(
+    pg_dsn: str, app_spec: str, spawner: Spawner
+) -> None:
+    """What lets the supervisor end a dead child's sessions: it knows them by that name."""
+    supervisor = spawner.start("worker", "--app", app_spec, "--dsn", pg_dsn, "--processes", "2")
+
+    def workers() -> list[str]:
+        with App(pg_dsn) as reader:
+            fleet = reader.store.process_list(ProcessListParams()).processes
+        return [r.info.id for r in fleet if r.info.kind == "worker"]
+
+    ids = wait_until(lambda: len(workers()) == 2 and workers(), what="both workers to register")
+    for worker_id in ids:
+        assert _sessions(pg_dsn, worker_id) >= 1, worker_id
+    supervisor.send_signal(signal.SIGTERM)
+    assert spawner.wait(supervisor) == 0, spawner.log(supervisor)
+
+
 # -- timeouts, in process ---------------------------------------------------------------------
 
 
@@ -284,7 +369,9 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
     # ids[3] was claimed ahead, never started.
     running = frozenset((j.id, j.lease_token) for j in claimed if j.id in ids[1:3])
 
-    failed, released = settle_orphans(app, Orphans(4242, -signal.SIGKILL, "dead-worker", running))
+    failed, released = settle_orphans(
+        app.store, Orphans(4242, -signal.SIGKILL, "dead-worker", running)
+    )
 
     assert (failed, released) == (set(ids[1:3]), {ids[3]})
 
@@ -311,7 +398,7 @@ def test_settling_orphans_fails_started_jobs_releases_the_others_and_is_fenced(
         [],
     )
     # A second settlement (a late or repeated one) finds nothing left to do.
-    assert settle_orphans(app, Orphans(4242, -signal.SIGKILL, "dead-worker", running)) == (
+    assert settle_orphans(app.store, Orphans(4242, -signal.SIGKILL, "dead-worker", running)) == (
         set(),
         set(),
     )
@@ -332,7 +419,7 @@ def test_a_job_that_crashed_a_process_before_loses_its_place_by_a_random_spread(
     def crash_in(worker_id: str) -> Job:
         claimed = app.store.job_claim_with_wakeup(JobClaimParams(queue, 1, worker_id)).jobs[0]
         running = frozenset({(claimed.id, claimed.lease_token)})
-        assert settle_orphans(app, Orphans(1, -signal.SIGKILL, worker_id, running))[0] == {
+        assert settle_orphans(app.store, Orphans(1, -signal.SIGKILL, worker_id, running))[0] == {
             claimed.id
         }
         return claimed

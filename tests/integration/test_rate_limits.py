@@ -62,6 +62,10 @@ def busiest_window(starts: list[datetime], width: timedelta) -> int:
     return max(bisect.bisect_left(starts, t + width, lo=i) - i for i, t in enumerate(starts))
 
 
+# It measures the worker keeping pace with the bucket, 1,000 claims' worth a second for 20 s:
+# beside pytest-xdist's other workers on two cores it left 62-114% of the herd's count unclaimed
+# in 3 of 5 parallel runs. `make test` runs it after the parallel suite, alone.
+@pytest.mark.alone
 def test_a_herd_due_at_once_drains_at_the_queue_rate(pg_dsn: str, pg_app: chronoq.App) -> None:
     app = pg_app
     app.limit("herd", rate=f"{RATE}/s")

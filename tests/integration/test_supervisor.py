@@ -90,6 +90,8 @@ def test_a_child_killed_with_sigkill_is_restarted_and_its_job_rescued(
     )
     wait_until(lambda: len(child_pids(supervisor.pid)) == 2, what="two children")
     children = child_pids(supervisor.pid)
+    # Its handler runs: a job only claimed so far would be given back unused by the crash.
+    wait_until(Path(f"{gate}.started").exists, what=f"job {job_id}'s handler to start")
     running = wait_until(lambda: _running(reader, job_id), what=f"job {job_id} running in a child")
     victim = worker_pid(running)
     assert victim in children

@@ -27,7 +27,14 @@ def app(request: pytest.FixtureRequest) -> Any:
 
 class ThreadRecording:
     """The worker's source, noting the thread of each take that returned jobs; with `hold`,
-    a take on a waking thread waits for `release` after its claim (jobs in hand)."""
+    a take on a waking thread waits for `release` after its claim (jobs in hand).
+
+    The source's wake-ups wait on the source's own thread until the test lets them through
+    (`let_wakes_through`, once its job is stored). A wake-up that reached the worker between
+    two of its waits (the listener's first, sent once it has connected; SQLite's signal of the
+    worker's own first beat) would have the loop claim by itself, on an I/O thread, the job the
+    test then stores: the claim under test would not be the waking thread's. Held, the first
+    wake-up the worker gets finds it waiting, and its claim finds the job."""
 
     def __init__(self, inner: JobSource, *, hold: bool = False) -> None:
         self.inner = inner
@@ -38,13 +45,18 @@ class ThreadRecording:
         self.given_back: list[int] = []
         self.gave_back = threading.Event()
         self.wakes = 0  # wake-ups the source gave the worker
+        self._wakes_through = threading.Event()
 
     def start(self, wake: Callable[[], None]) -> None:
         def counted() -> None:
+            self._wakes_through.wait(WAIT)
             self.wakes += 1
             wake()
 
         self.inner.start(counted)
+
+    def let_wakes_through(self) -> None:
+        self._wakes_through.set()
 
     def take(self, limit: int) -> Taken:
         taken = self.inner.take(limit)
@@ -71,7 +83,8 @@ def waiting_worker(
     app: chronoq.App, *, hold: bool = False
 ) -> Iterator[tuple[chronoq.Worker, ThreadRecording]]:
     """A worker on a thread, its source recorded, once it waits for a wake-up with room (its
-    poll far off, so only a wake-up brings it a job)."""
+    poll far off, so only a wake-up brings it a job). Nothing wakes it before the test lets
+    the source's wake-ups through (see ThreadRecording)."""
     recordings: list[ThreadRecording] = []
 
     def wrap(inner: JobSource) -> JobSource:
@@ -84,6 +97,7 @@ def waiting_worker(
             wait_until(lambda: worker._wake_claim.waiting, what="the worker waiting with room")
             yield worker, recordings[0]
         finally:
+            recordings[0].let_wakes_through()
             recordings[0].release.set()  # a claim held back must not hold up the stop
 
 
@@ -96,6 +110,7 @@ def test_the_thread_that_wakes_a_waiting_worker_sends_its_claim(app: chronoq.App
 
     with waiting_worker(app) as (_, recording):
         job = note.defer()
+        recording.let_wakes_through()
         assert ran.wait(WAIT), "the job never ran"
     assert recording.threads[0] in WAKING_THREADS
     stored = app.get_job(job.id)
@@ -112,6 +127,7 @@ def test_a_claim_still_out_when_the_worker_stops_is_given_back(app: chronoq.App)
 
     with waiting_worker(app, hold=True) as (worker, recording):
         job = note.defer()
+        recording.let_wakes_through()
         assert recording.claim_out.wait(WAIT), "no claim was sent from the waking thread"
         worker.request_stop()
         recording.release.set()
@@ -148,6 +164,7 @@ def test_a_wake_up_after_the_waking_threads_claim_left_is_not_lost(app: chronoq.
         try:
             assert held.wait(WAIT), "the worker's loop never ran the hold"
             note.defer(1)
+            recording.let_wakes_through()
             wait_until(lambda: recording.threads, what="the waking thread's claim")
             wakes = recording.wakes
             note.defer(2)

@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chronoq.errors import ConfigError, InvalidDSN
-from chronoq.storage.dsn import check_postgres_dsn, redact, sqlite_path, store_kind
+from chronoq.storage.dsn import (
+    check_postgres_dsn,
+    redact,
+    session_name,
+    sqlite_path,
+    store_kind,
+    with_session_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -229,3 +236,29 @@ def test_an_unescaped_at_sign_in_the_user_info_is_refused(dsn: str) -> None:
 )
 def test_an_encoded_at_sign_or_one_past_the_host_is_accepted(dsn: str) -> None:
     check_postgres_dsn(dsn)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "named"),
+    [
+        ("postgresql://u@h/db", "postgresql://u@h/db?application_name=vm%3A42%3Aabc123"),
+        (
+            "postgresql://u@h/db?sslmode=require&application_name=site",
+            "postgresql://u@h/db?sslmode=require&application_name=vm%3A42%3Aabc123",
+        ),
+        (
+            "postgres://u@h/db?options=-c%20jit%3Doff",
+            "postgres://u@h/db?options=-c%20jit%3Doff&application_name=vm%3A42%3Aabc123",
+        ),
+        ("sqlite:///jobs.db", "sqlite:///jobs.db"),
+    ],
+)
+def test_a_worker_names_its_postgres_sessions_after_its_id(dsn: str, named: str) -> None:
+    assert with_session_name(dsn, "vm:42:abc123") == named
+
+
+@pytest.mark.parametrize("worker_id", ["h" * 60 + ":42:abc123", "hôte:42:abc123"])
+def test_a_worker_id_postgres_would_not_keep_whole_is_named_by_its_digest(worker_id: str) -> None:
+    name = session_name(worker_id)
+    assert name.startswith("chronoq-") and len(name) <= 63 and name.isascii()
+    assert name != session_name(worker_id + "x")

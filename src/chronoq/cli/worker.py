@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO
 
@@ -23,7 +24,9 @@ from chronoq.cli.apps import current_host, open_app
 from chronoq.cli.invocation import EXIT_OK, Invocation
 from chronoq.errors import ConfigError
 from chronoq.observability import logs
+from chronoq.storage.dsn import with_session_name
 from chronoq.worker.ledger import JobLedger, Orphans, settle_orphans
+from chronoq.worker.options import default_worker_id
 from chronoq.worker.supervisor import (
     EXIT_RETIRED,
     SUPERVISOR_PID_ENV,
@@ -51,7 +54,10 @@ def worker(run: Invocation) -> int:
     if args.processes == 1:
         ensure_metrics(app, port)  # before the Worker, which counts on the app's
     options = worker_options(args)
-    job_worker = Worker(app, options, ledger=JobLedger.from_environment())  # validates them
+    ledger = JobLedger.from_environment()
+    if ledger.enabled:
+        options = _name_sessions(app, options)
+    job_worker = Worker(app, options, ledger=ledger)  # validates them
     configure_logging(args.log_level, run.out.stderr, args.log_format)
     # Fail here, with one clear line, when the database is unreachable or not migrated, rather
     # than in a claim loop that would log and retry forever.
@@ -86,6 +92,16 @@ def worker_options(args: argparse.Namespace) -> WorkerOptions:
         tune_gc=True,
         event_loop=args.event_loop,
     )
+
+
+def _name_sessions(app: App, options: WorkerOptions) -> WorkerOptions:
+    """A supervised child's database sessions carry its worker id, chosen here, so that once it
+    dies the supervisor can end what it left running on the server before settling its jobs
+    (`chronoq.worker.ledger.settle_orphans`)."""
+    worker_id = options.worker_id or default_worker_id()
+    app.close()  # a store the app module opened at import has unnamed sessions
+    app.config = app.config.with_dsn(with_session_name(app.config.dsn, worker_id))
+    return replace(options, worker_id=worker_id)
 
 
 def configure_logging(level: str, stream: TextIO, fmt: str = "text") -> None:
@@ -175,7 +191,7 @@ def _supervise(argv: Sequence[str], processes: int, app: App) -> int:
     child = [*program, *without_option(argv, "--processes"), "--processes"]
 
     def on_orphans(orphans: Orphans) -> None:
-        settle_orphans(app, orphans)
+        settle_orphans(app.store, orphans)
 
     try:
         return Supervisor([*child, "1"], SupervisorOptions(processes), on_orphans=on_orphans).run()

@@ -43,7 +43,12 @@ from chronoq.storage.port.jobs import (
     JobRescueParams,
     JobsPort,
 )
-from chronoq.storage.port.processes import ProcessBeatParams, ProcessesPort, ProcessListParams
+from chronoq.storage.port.processes import (
+    ProcessBeatParams,
+    ProcessesPort,
+    ProcessListParams,
+    ProcessSessionsEndParams,
+)
 from chronoq.storage.port.queues import QueueLimitParams, QueueRemoval, QueueSettings, QueuesPort
 from chronoq.storage.port.schedules import (
     ScheduleAdvance,
@@ -91,6 +96,7 @@ __all__ = [
     "OverviewParams",
     "ProcessBeatParams",
     "ProcessListParams",
+    "ProcessSessionsEndParams",
     "ProcessesPort",
     "QueueCounts",
     "QueueLimitParams",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from chronoq.errors import InvalidDSN
 
@@ -25,6 +26,8 @@ _KV_PARAMETER = re.compile(
     r"(?<!\S)(\w+)(\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)", re.IGNORECASE | re.DOTALL
 )
 _HIDDEN = "***"
+# PostgreSQL keeps at most this many bytes of a session's application_name (NAMEDATALEN - 1).
+_SESSION_NAME_BYTES = 63
 
 
 def redact(dsn: str) -> str:
@@ -67,6 +70,31 @@ def store_kind(dsn: str) -> str:
     raise InvalidDSN(
         f"unsupported DSN {redact(dsn)!r}: it must start with sqlite:/// or postgresql://"
     )
+
+
+def session_name(worker_id: str) -> str:
+    """The name (PostgreSQL's `application_name`) of the database sessions of the worker
+    `worker_id`: the id itself, or a digest of it where the server would not keep the id whole
+    (longer than 63 bytes, or other than printable ASCII)."""
+    if worker_id.isascii() and worker_id.isprintable() and len(worker_id) <= _SESSION_NAME_BYTES:
+        return worker_id
+    return "chronoq-" + hashlib.sha256(worker_id.encode()).hexdigest()[:32]
+
+
+def with_session_name(dsn: str, worker_id: str) -> str:
+    """The DSN, its sessions named after the worker `worker_id` (`session_name`), so that they
+    can be found once its process has died. A SQLite DSN is returned as it is: SQLite has no
+    server sessions."""
+    if store_kind(dsn) != "postgres":
+        return dsn
+    head, _, query = dsn.partition("?")
+    kept = [
+        part
+        for part in query.split("&")
+        if part and unquote(part.split("=", 1)[0]) != "application_name"
+    ]
+    kept.append("application_name=" + quote(session_name(worker_id), safe=""))
+    return f"{head}?{'&'.join(kept)}"
 
 
 def sqlite_path(dsn: str) -> str:

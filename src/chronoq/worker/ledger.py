@@ -12,12 +12,15 @@ line of JSON to a pipe each time the set of handlers it runs changes:
 {"ended": [[id, token], ...]}     handlers done, or claimed jobs given back
 ```
 
-When the process dies, the supervisor reads the pipe to its end and asks the store which jobs
-that worker id still holds. Those it had started failed with the crash: they retry after their
-task's backoff, or go dead on their last attempt. The others were only claimed: they are given
-back without using an attempt. The store, not the pipe, says what was claimed, so a process
-that dies while a claim's answer is on its way leaves nothing behind; every write is fenced by
-the lease token the store returned, so a job reported or rescued meanwhile is left alone.
+When the process dies, the supervisor reads the pipe to its end, ends the process's database
+sessions, and asks the store which jobs that worker id still holds. (A claim the process sent
+just before it died may still be executing on the server, which would commit it after that
+question; ended, it is rolled back: see `ProcessSessionsEndParams`.) Those it had started
+failed with the crash: they retry after their task's backoff, or go dead on their last attempt.
+The others were only claimed: they are given back without using an attempt. The store, not the
+pipe, says what was claimed, so a process that dies while a claim's answer is on its way leaves
+nothing behind; every write is fenced by the lease token the store returned, so a job reported
+or rescued meanwhile is left alone.
 
 A "started" line is written before the handlers it names run, so a crash can never count a
 running job as waiting. An "ended" line is written as soon as the store has the attempt's
@@ -47,10 +50,15 @@ from chronoq.observability.events import (
     Subscription,
     WorkerStarted,
 )
-from chronoq.storage.base import JobFinishParams, JobLeaseRef, JobListParams
+from chronoq.storage.base import (
+    JobFinishParams,
+    JobLeaseRef,
+    JobListParams,
+    ProcessSessionsEndParams,
+)
 
 if TYPE_CHECKING:
-    from chronoq.app import App
+    from chronoq.storage.base import JobStore
 
 log = logging.getLogger("chronoq.supervisor")
 LEDGER_FD_ENV = "CHRONOQ_LEDGER_FD"
@@ -175,11 +183,12 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
+def settle_orphans(store: JobStore, orphans: Orphans) -> tuple[set[int], set[int]]:
     """Settle the jobs a dead child's worker still holds; returns (failed, released) ids."""
     if orphans.worker_id is None:
         return set(), set()  # it died before its first claim
-    held = _held_by(app, orphans.worker_id)
+    _end_sessions(store, orphans.worker_id)
+    held = _held_by(store, orphans.worker_id)
     message = (
         f"the worker process (pid {orphans.pid}) {describe_exit(orphans.code)} while this job ran"
     )
@@ -193,8 +202,8 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
         for job in held
         if (job.id, job.lease_token) not in orphans.running
     ]
-    failed = app.store.job_finish_many(failures) if failures else set()
-    released = app.store.job_release_many(waiting) if waiting else set()
+    failed = store.job_finish_many(failures) if failures else set()
+    released = store.job_release_many(waiting) if waiting else set()
     log.info(
         "settled the jobs of worker %s: attempts failed %s, given back %s",
         orphans.worker_id,
@@ -210,10 +219,23 @@ def settle_orphans(app: App, orphans: Orphans) -> tuple[set[int], set[int]]:
     return failed, released
 
 
-def _held_by(app: App, worker_id: str) -> list[Job]:
+def _end_sessions(store: JobStore, worker_id: str) -> None:
+    """No statement of the dead worker may commit after its holdings are read."""
+    left = store.process_sessions_end(ProcessSessionsEndParams(worker_id))
+    if left:
+        log.warning(
+            "%d database session(s) of worker %s outlived it; a claim of theirs that commits "
+            "now waits for its lease",
+            left,
+            worker_id,
+            extra={"action": "supervisor.sessions_left", "worker": worker_id, "sessions": left},
+        )
+
+
+def _held_by(store: JobStore, worker_id: str) -> list[Job]:
     held: list[Job] = []
     before: int | None = None
-    while page := app.store.job_list(
+    while page := store.job_list(
         JobListParams(statuses=[JobStatus.RUNNING], worker=worker_id, limit=1000, before_id=before)
     ):
         held.extend(page)

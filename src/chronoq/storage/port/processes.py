@@ -32,6 +32,18 @@ class ProcessListParams:
     now: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessSessionsEndParams:
+    """End the database sessions of the worker `worker_id`, whose process has died, and wait
+    until the server has let go of them, at most `timeout` seconds. A statement of theirs that
+    was still executing (a claim waiting for a lock, say) is rolled back instead of committing
+    after its client is gone. The worker's sessions are those named after it: see
+    `chronoq.storage.dsn.with_session_name`."""
+
+    worker_id: str
+    timeout: float = 5.0
+
+
 class ProcessesPort(Protocol):
     """Records of the processes of the fleet, on the database clock."""
 
@@ -49,4 +61,9 @@ class ProcessesPort(Protocol):
 
     def process_prune(self, recent: timedelta = RECENT) -> int:
         """Delete records that ended more than `recent` ago; the number deleted."""
+        ...
+
+    def process_sessions_end(self, params: ProcessSessionsEndParams) -> int:
+        """End a dead worker's database sessions (see `ProcessSessionsEndParams`); how many
+        were still open when the timeout ran out (0: none is left)."""
         ...

@@ -47,3 +47,21 @@ LISTEN chronoq_jobs
 -- name: listen_finished
 -- Statements that left jobs in a final state (see chronoq_notify_finished_v1): App.wait.
 LISTEN chronoq_jobs_finished
+
+-- name: sessions_end
+-- Ends the sessions named `name` (a dead worker's: see chronoq.storage.dsn.session_name) on
+-- this database; one row for each that was still there. PostgreSQL runs a statement whose
+-- client has gone to its end and commits it: a claim sent just before its worker died would
+-- take jobs for a worker that can no longer run them or give them back. Ended, the statement is
+-- rolled back. An ended session is listed until its backend has exited; ending it again is
+-- harmless. The sessions are chosen first (MATERIALIZED), so no other session is ever ended
+-- whatever order the planner gives the conditions.
+WITH named AS MATERIALIZED (
+    SELECT a.pid
+    FROM pg_stat_activity AS a
+    WHERE a.application_name = %(name)s
+      AND a.datname = current_database()
+      AND a.pid <> pg_backend_pid()
+)
+SELECT named.pid, pg_terminate_backend(named.pid) AS ended
+FROM named

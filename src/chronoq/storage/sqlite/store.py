@@ -39,6 +39,7 @@ from chronoq.storage.base import (
     LeaderTerm,
     Overview,
     OverviewParams,
+    ProcessSessionsEndParams,
     ScheduleUpsertParams,
     Staging,
 )
@@ -412,6 +413,11 @@ class SqliteStore(SqlStore):
 
     def job_watch(self, job_id: int) -> None:
         """Nothing to mark: the listener signals every commit, a job's end among them."""
+
+    def process_sessions_end(self, params: ProcessSessionsEndParams) -> int:
+        """Nothing to end: SQLite has no server sessions. A statement runs inside the process
+        that sent it, so it died with that process: what it had not committed never is."""
+        return 0
 
     def close(self) -> None:
         with self._lock:
