@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Self, cast
 
 import psycopg
@@ -105,3 +108,20 @@ def configure_session(conn: psycopg.Connection[Any]) -> None:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def end_sessions(
+    conn: Callable[[], AbstractContextManager[psycopg.Connection[Any]]], name: str, timeout: float
+) -> int:
+    """End the server sessions whose `application_name` is `name` and wait, at most `timeout`
+    seconds, until none is listed; how many were still listed then (0: none is left)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        with conn() as opened:
+            listed = len(opened.execute(Q["sessions_end"], {"name": name}).fetchall())
+        if not listed or time.monotonic() >= deadline:
+            return listed
+        # A backend exits within milliseconds of being ended; nothing announces it.
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -47,7 +46,7 @@ from chronoq.storage.dsn import check_postgres_dsn, redact, session_name
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.postgres.inserts import insert_many_async, insert_on, insert_streamed
 from chronoq.storage.postgres.limits import PostgresLimitedIO
-from chronoq.storage.postgres.session import Q, stale_plan
+from chronoq.storage.postgres.session import Q, end_sessions, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
 from chronoq.storage.rows import (
@@ -421,23 +420,8 @@ class PostgresStore(SqlStore):
         with self._conn() as conn:
             conn.execute(Q["job_watch"], {"id": job_id})
 
-    # -- a dead worker's sessions ---------------------------------------------------------
-
     def process_sessions_end(self, params: ProcessSessionsEndParams) -> int:
-        args = {"name": session_name(params.worker_id)}
-        deadline = time.monotonic() + params.timeout
-        pause = 0.005
-        while listed := len(self._end_sessions(args)):
-            if time.monotonic() >= deadline:
-                return listed
-            # A backend exits within milliseconds of being ended; nothing announces it.
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 0.1)
-        return 0
-
-    def _end_sessions(self, args: dict[str, Any]) -> list[dict[str, Any]]:
-        with self._conn() as conn:
-            return conn.execute(Q["sessions_end"], args).fetchall()
+        return end_sessions(self._conn, session_name(params.worker_id), params.timeout)
 
     def close(self) -> None:
         self._pool.close()
