@@ -53,7 +53,7 @@ from chronoq.scheduling import Declarations
 from chronoq.storage import JobStore, open_store
 from chronoq.storage.base import QueueLimitParams
 from chronoq.task import Task as Task  # chronoq.app.Task, as it was before tasks had a module
-from chronoq.task import TaskDecorator
+from chronoq.task import TaskDecorator, queues_of
 from chronoq.waiting import FinishWatcher, wait_for, wait_for_async
 from chronoq.worker.middleware import AppHooks, HandlerMiddleware, chain, chain_async
 
@@ -197,7 +197,7 @@ class App(Producer, Declarations):
     @property
     def queues(self) -> list[str]:
         """The queues the registered tasks use, in registration order."""
-        return list(dict.fromkeys(task.queue for task in self.tasks.values()))
+        return queues_of(self.tasks.values())
 
     def get_task(self, name: str) -> Task[Any, Any]:
         task = self.tasks.get(name)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chronoq.task import queues_of
+
 if TYPE_CHECKING:
     from chronoq.config import Config
     from chronoq.core.ratelimit import KeyLimit
@@ -55,4 +57,4 @@ class Runtime:
     @property
     def queues(self) -> list[str]:
         """The queues the tasks use, in registration order."""
-        return list(dict.fromkeys(task.queue for task in self.tasks.values()))
+        return queues_of(self.tasks.values())

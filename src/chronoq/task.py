@@ -173,3 +173,8 @@ def _is_context_param(param: inspect.Parameter) -> bool:
     annotation = param.annotation
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
     return param.name in ("ctx", "context") or str(text).endswith("JobContext")
+
+
+def queues_of(tasks: Iterable[Task[Any, Any]]) -> list[str]:
+    """The queues `tasks` use, in the order the tasks were registered."""
+    return list(dict.fromkeys(task.queue for task in tasks))
