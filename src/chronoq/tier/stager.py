@@ -27,11 +27,15 @@ from chronoq.tier.dbclock import due_ms
 from chronoq.tier.partitions import Led, Partition
 from chronoq.tier.ports import PartitionLost, StaleEpoch, Timer
 
+# _staging_verdict: stage the row (any other answer is an entry id to look for, or None)
+STAGE = "stage"
+
 if TYPE_CHECKING:
     from chronoq.runtime import Runtime
     from chronoq.tier.options import TierOptions
 
 log = logging.getLogger("chronoq.tier")
+FAILURE_PAUSE_MAX = 30.0
 
 
 class Stager:
@@ -55,6 +59,8 @@ class Stager:
         self._high_water = 0
         self.next_full = 0.0
         self.failure: BaseException | None = None
+        self._failures = 0
+        self._unstageable: set[int] = set()  # job ids already reported as unstageable
 
     def restage(self) -> None:
         """Stage every partition's whole horizon at once (one taken over, or lost by Redis)."""
@@ -64,19 +70,38 @@ class Stager:
     # -- the loops ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Thread: a full pass over the horizon every stage_interval, the new jobs at once."""
+        """Thread: a full pass over the horizon every stage_interval, the new jobs at once. A
+        pass that fails is logged and tried again after a pause that grows while it keeps
+        failing: staging must outlive any one row or reply it cannot handle."""
         try:
             while not stop.is_set():
                 self.now.wait(max(0.0, self.next_full - self._monotonic()))
                 self.now.clear()
                 if stop.is_set():
                     return
-                self.stage_once()
+                self._stage_guarded(stop)
         except BaseException as exc:
             log.exception("the tier stager failed", extra={"action": "tier.failed"})
             self.failure = exc
             stop.set()
             self._wake.set()
+
+    def _stage_guarded(self, stop: threading.Event) -> None:
+        try:
+            self.stage_once()
+        except Exception:
+            self._failures += 1
+            pause = min(FAILURE_PAUSE_MAX, self.options.stage_interval * 2**self._failures)
+            log.exception(
+                "a staging pass failed (%d in a row): trying again in %.1f s",
+                self._failures,
+                pause,
+                extra={"action": "tier.stage_failed"},
+            )
+            self.next_full = self._monotonic() + pause
+            stop.wait(pause)
+        else:
+            self._failures = 0
 
     def stage_once(self) -> None:
         if self._monotonic() >= self.next_full:
@@ -149,26 +174,78 @@ class Stager:
     ) -> None:
         now = self._monotonic()
         batches: dict[int, list[Timer]] = {}
+        moved: dict[int, list[tuple[Timer, str]]] = {}
         with self.led.lock:
             for row in rows:
                 seen.add(row.id)
                 self._high_water = max(self._high_water, row.id)
                 number = row.id % self.options.partitions
-                if number not in acting or not self._wants_staging(row, now):
+                if number not in acting:
                     continue
-                batches.setdefault(number, []).append(
-                    Timer(row.id, row.lease_token, row.queue, due_ms(row.run_at))
-                )
+                timer = self._timer(row)
+                if timer is None:
+                    continue
+                verdict = self._staging_verdict(timer, now)
+                if verdict == STAGE:
+                    batches.setdefault(number, []).append(timer)
+                elif verdict is not None:
+                    moved.setdefault(number, []).append((timer, verdict))
+        for number, entries in moved.items():
+            batches.setdefault(number, []).extend(self._entries_gone(acting[number], entries))
         for number, timers in batches.items():
             self._stage_timers(acting[number], timers)
 
-    def _wants_staging(self, row: StageRow, now: float) -> bool:
-        known = self.led.known.get(row.id)
-        if known is None or known.token != row.lease_token:
-            return True
+    def _timer(self, row: StageRow) -> Timer | None:
+        """The row as a timer; None for a row no timer store can hold (reported once): one
+        bad row must not stop the staging of every other."""
+        try:
+            return Timer(row.id, row.lease_token, row.queue, due_ms(row.run_at))
+        except ValueError as exc:
+            if row.id not in self._unstageable and len(self._unstageable) < 10_000:
+                self._unstageable.add(row.id)
+                log.error(
+                    "job %d cannot be staged, db workers can still run it: %s",
+                    row.id,
+                    exc,
+                    extra={"action": "tier.unstageable", "job": row.id},
+                )
+            return None
+
+    def _staging_verdict(self, timer: Timer, now: float) -> str | None:
+        """STAGE: new, or changed since it was staged; an entry id: moved restage_after ago
+        and still pending, stage it again only if that entry no longer waits; None: as
+        staged."""
+        known = self.led.known.get(timer.job_id)
+        if known is None or known.token != timer.token:
+            return STAGE
         if known.moved_at is None:
-            return known.due_ms != due_ms(row.run_at)
-        return now - known.moved_at >= self.options.restage_after
+            return STAGE if known.due_ms != timer.due_ms else None
+        if now - known.moved_at < self.options.restage_after:
+            return None
+        if known.entry is None:
+            return STAGE  # moved before its entry was known (a lost reply): stage again
+        return known.entry
+
+    def _entries_gone(self, part: Partition, timers: list[tuple[Timer, str]]) -> list[Timer]:
+        """Of jobs moved long ago and still pending, those whose stream entry is gone (lost,
+        or acknowledged while the job stayed pending): stage them again. The others wait in
+        a backlog or on a queue no worker reads: staging them again would only grow the
+        streams; ask again restage_after later."""
+        try:
+            waiting = self.led.timers.waiting(part.number, [(t.queue, e) for t, e in timers])
+        except ChronoqError as exc:
+            log.warning("cannot ask which entries of partition %d wait: %s", part.number, exc)
+            return []
+        now = self._monotonic()
+        gone: list[Timer] = []
+        with self.led.lock:
+            for timer, entry in timers:
+                known = self.led.known.get(timer.job_id)
+                if (timer.queue, entry) not in waiting:
+                    gone.append(timer)
+                elif known is not None:
+                    known.moved_at = now
+        return gone
 
     def _stage_timers(self, part: Partition, timers: list[Timer]) -> None:
         """Into Redis first, then into the wheel: a timer the wheel holds is in Redis."""
@@ -209,9 +286,8 @@ class Stager:
         for part in parts:
             gone = [job_id for job_id in part.jobs if job_id not in seen]
             for job_id in gone:
-                known = self.led.known.pop(job_id)
-                part.jobs.discard(job_id)
-                if known.moved_at is None:
+                known = self.led.drop(part, job_id)
+                if known is not None and known.moved_at is None:
                     # Still in Redis: keep a timer so the partition moves when it falls due.
                     self.led.expect_in_redis(part, known.due_ms)
             if part.lost_at is not None:

@@ -32,6 +32,7 @@ class TimerScripts:
     stage: Script
     move: Script
     trim: Script
+    waiting: Script
 
 
 def register_timer_scripts(client: redis.Redis) -> TimerScripts:
@@ -40,4 +41,5 @@ def register_timer_scripts(client: redis.Redis) -> TimerScripts:
         stage=client.register_script(fenced_source("stage")),
         move=client.register_script(fenced_source("move")),
         trim=client.register_script(fenced_source("trim")),
+        waiting=client.register_script(lua_source("waiting")),
     )
