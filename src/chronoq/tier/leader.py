@@ -150,8 +150,8 @@ class TierLeader:
     def _move(self) -> None:
         with self.led.lock:
             if self.led.acting():
+                self.mover.trim_due()  # first: its sweep moves in this same turn
                 self.mover.move_due()
-                self.mover.trim_due()
 
     def _until_next(self) -> float:
         moments = [self._monotonic() + self.options.step_interval]

@@ -139,9 +139,7 @@ class TimerStore(Protocol):
         that hold nothing; returns how many entries. Raises StaleEpoch or PartitionLost."""
         ...
 
-    def waiting(
-        self, partition: int, entries: Sequence[tuple[str, str]]
-    ) -> set[tuple[str, str]]:
+    def waiting(self, partition: int, entries: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Of (queue, entry id) pairs, those whose entries still wait for a worker to settle
         them: not read yet, or read and not acknowledged."""
         ...

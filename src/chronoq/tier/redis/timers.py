@@ -140,9 +140,7 @@ class RedisTimerStore:
         _raise_refusal(partition, epoch, reply)
         return integer(reply[1])
 
-    def waiting(
-        self, partition: int, entries: Sequence[tuple[str, str]]
-    ) -> set[tuple[str, str]]:
+    def waiting(self, partition: int, entries: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         keys = self.keys(partition)
         found: set[tuple[str, str]] = set()
         for start in range(0, len(entries), STAGE_BATCH):
