@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -166,7 +167,12 @@ class Stager:
         except ChronoqError as exc:
             log.warning("cannot read jobs to stage: %s", exc, extra={"action": "tier.stage"})
             return None
-        self.led.clock.observe(staging.db_now, sent, self._monotonic())
+        received = self._monotonic()
+        if staging.read_at is not None and self._monotonic is time.monotonic:
+            # The store timed the statement alone: a wait for a pooled connection, or a busy
+            # pool, would otherwise skew the estimate by up to that wait.
+            sent = received = staging.read_at
+        self.led.clock.observe(staging.db_now, sent, received)
         return staging.rows
 
     def _stage_rows(

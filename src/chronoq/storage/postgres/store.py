@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, LiteralString, cast
 
@@ -298,8 +300,8 @@ class PostgresStore(SqlStore):
             # Never prepared: after a few runs a prepared statement may switch to a generic plan,
             # which cannot see how near the horizon's end is (the one it chose was 5 times
             # slower with a million pending jobs, and grows with the table).
-            rows = conn.execute(Q["job_stage_candidates"], args, prepare=False).fetchall()
-        return staging(rows[0]["db_now"], rows, self._time)
+            rows, read_at = _fetch_timed(conn, Q["job_stage_candidates"], args)
+        return replace(staging(rows[0]["db_now"], rows, self._time), read_at=read_at)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
@@ -508,3 +510,13 @@ class PostgresListener:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _fetch_timed(
+    conn: psycopg.Connection[Any], query: LiteralString, args: Mapping[str, Any]
+) -> tuple[list[Any], float]:
+    """The rows of an unprepared `query`, and the monotonic midpoint of its own round trip
+    (the clock it reads is pinned there; the wait for the pooled connection is left out)."""
+    sent = time.monotonic()
+    rows = conn.execute(query, args, prepare=False).fetchall()
+    return rows, (sent + time.monotonic()) / 2
