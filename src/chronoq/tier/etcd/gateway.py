@@ -3,7 +3,8 @@
 ```
  call(request, deadline)
    ├─► endpoint k   ── answer ─────────────────────────────► result (k stays the current one)
-   ├─► endpoint k   ── refused / timed out / 5xx ──► rotate to k+1 and try again
+   ├─► endpoint k   ── refused / timed out / 5xx / an answer of the wrong shape
+   │                     ──► rotate to k+1 and try again
    └─► every endpoint failed once, or the deadline passed ──► EtcdUnreachable
 ```
 
@@ -36,6 +37,18 @@ from chronoq.errors import ConfigError
 T = TypeVar("T")
 
 API_PATH = "/v3/"  # etcd >= 3.4; naming it saves a /version request per member
+# What a failed attempt on one member may raise: etcd3gw's errors, requests' (OSError covers
+# them), and an answer that is not JSON or not of the shape the request expects (a missing key,
+# a list for an object, ...).
+_MEMBER_FAILURES = (
+    etcd_errors.Etcd3Exception,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+)
 
 
 class EtcdUnreachable(Exception):
@@ -143,7 +156,7 @@ class Gateway:
                 client.timeout = min(self._timeout, remaining)
                 try:
                     return request(client)
-                except (etcd_errors.Etcd3Exception, requests.RequestException, ValueError) as exc:
+                except _MEMBER_FAILURES as exc:
                     failures.append(f"{client.base_url}: {_describe(exc)}")
                     self._current = (self._current + 1) % len(self._clients)
             raise EtcdUnreachable("; ".join(failures))
@@ -242,6 +255,8 @@ def _describe(exc: Exception) -> str:
     """One short line for a failed request (requests' own messages repeat the whole URL)."""
     if isinstance(exc, etcd_errors.ConnectionTimeoutError | requests.Timeout):
         return "timed out"
+    if isinstance(exc, KeyError | IndexError | TypeError | AttributeError):
+        return f"unexpected answer ({type(exc).__name__}: {exc})"[:200]
     text = exc.detail_text if isinstance(exc, etcd_errors.Etcd3Exception) else str(exc)
     text = text or type(exc).__name__
     if "Connection refused" in text:
