@@ -2,8 +2,9 @@
 
 One member (tests/services/etcd_secure.py) serves https only, wants a client certificate signed
 by its CA, and has authentication on: the user `chronoq` may read and write `chronoq-secure/`,
-the user `outsider` only `elsewhere/`. Its simple tokens expire after TOKEN_TTL seconds without
-a request. Each test takes well under a second, but for the token's expiry (about 3 s).
+`reader` only read it, and `outsider` may read and write only `elsewhere/`. Its simple tokens
+expire after TOKEN_TTL seconds without a request. Each test takes well under a second, but for
+the token's expiry (about 3 s).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from tests.services.etcd_secure import (
     OUTSIDER,
     OUTSIDER_PASSWORD,
     PASSWORD,
+    READER,
+    READER_PASSWORD,
     TOKEN_TTL,
     USER,
     SecureEtcd,
@@ -86,6 +89,8 @@ def test_a_user_over_tls_with_a_client_certificate_leads_and_is_read(
     # requests lets REQUESTS_CA_BUNDLE replace a session's own CA file; ours must still win.
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     elector = elector_of(access)
+    elector.check()  # what a scheduler asks at start; it writes nothing
+    assert elector.members() == []
     epochs = _leads_all(elector)
     reader = elector_of(access, holder="reader")
     assert [(p.partition, p.holder, p.epoch) for p in reader.leaders()] == [
@@ -170,6 +175,15 @@ def test_a_refused_login_is_a_config_error_and_a_step_leads_nothing(
     warnings = [r for r in caplog.records if r.name.startswith("chronoq.coordination")]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert "wrong-password" not in caplog.text
+
+
+def test_a_user_who_may_only_read_is_refused_by_the_start_check(
+    elector_of: Any, access: EtcdAccess
+) -> None:
+    elector = elector_of(replace(access, username=READER, password=READER_PASSWORD))
+    assert elector.members() == []
+    with pytest.raises(ConfigError, match="no permission on the key prefix"):
+        elector.check()
 
 
 def test_no_client_certificate_is_named(elector_of: Any, access: EtcdAccess) -> None:

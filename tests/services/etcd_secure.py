@@ -10,7 +10,8 @@
  member:  client https://127.0.0.1:C  --client-cert-auth (a client certificate signed by ca.pem
           is required), peer http://127.0.0.1:P, simple tokens that expire after TOKEN_TTL
           seconds without a request
- users:   root (role root), chronoq (readwrite on PREFIX), outsider (readwrite elsewhere only)
+ users:   root (role root), chronoq (readwrite on PREFIX), reader (read only on PREFIX),
+          outsider (readwrite elsewhere only)
 ```
 
 Authentication is switched on through the gateway's HTTP API (etcdctl need not be installed).
@@ -46,6 +47,7 @@ from tests.services.etcd import (
 PREFIX = "chronoq-secure"  # what the user chronoq may read and write
 USER, PASSWORD = "chronoq", "s3cret-pw"
 OUTSIDER, OUTSIDER_PASSWORD = "outsider", "outsider-pw"
+READER, READER_PASSWORD = "reader", "reader-pw"
 ROOT_PASSWORD = "root-pw"
 TOKEN_TTL = 1  # seconds a simple token lives without a request (etcd's --auth-token-ttl)
 
@@ -188,13 +190,14 @@ class SecureEtcd:
         self.post("auth/user/add", {"name": "root", "password": ROOT_PASSWORD})
         self.post("auth/role/add", {"name": "root"})
         self.post("auth/user/grant", {"user": "root", "role": "root"})
-        for user, password, prefix in (
-            (USER, PASSWORD, PREFIX + "/"),
-            (OUTSIDER, OUTSIDER_PASSWORD, "elsewhere/"),
+        for user, password, prefix, kind in (
+            (USER, PASSWORD, PREFIX + "/", "READWRITE"),
+            (READER, READER_PASSWORD, PREFIX + "/", "READ"),
+            (OUTSIDER, OUTSIDER_PASSWORD, "elsewhere/", "READWRITE"),
         ):
             self.post("auth/user/add", {"name": user, "password": password})
             self.post("auth/role/add", {"name": user})
-            permission = {"permType": "READWRITE", "key": _b64(prefix)}
+            permission = {"permType": kind, "key": _b64(prefix)}
             permission["range_end"] = _prefix_end(prefix)
             self.post("auth/role/grant", {"name": user, "perm": permission})
             self.post("auth/user/grant", {"user": user, "role": user})

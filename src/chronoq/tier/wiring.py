@@ -59,9 +59,9 @@ def open_leader(runtime: Runtime, holder: str, events: Observers) -> TierLeader:
     )
     try:
         # One clear line at start when etcd cannot be reached or refuses the user (a wrong
-        # password, no permission on the prefix), rather than a scheduler that stands by
-        # forever without saying why.
-        elector.members()
+        # password, no permission to read or write the prefix), rather than a scheduler that
+        # stands by forever without saying why.
+        elector.check()
     except (CoordinationUnavailable, ConfigError):
         elector.close()
         timers.close()

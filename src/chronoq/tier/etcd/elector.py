@@ -68,8 +68,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from chronoq.coordination.base import Leadership, PartitionLeader
 from chronoq.errors import ConfigError, CoordinationUnavailable
@@ -85,6 +86,8 @@ from chronoq.tier.etcd.share import FairShare
 
 # The logger keeps the name it had before the elector moved into the tier: log filters use it.
 log = logging.getLogger("chronoq.coordination.etcd")
+
+T = TypeVar("T")
 
 # etcd did not serve a request: no member answered in time, or it refused who we are.
 _NOT_SERVED = (EtcdUnreachable, EtcdRefused)
@@ -172,6 +175,14 @@ class EtcdElector:
 
     def members(self) -> list[str]:
         return sorted(self._read_or_raise().members)
+
+    def check(self) -> None:
+        """Raise now what would keep this elector from leading, without campaigning:
+        CoordinationUnavailable when etcd cannot be reached, ConfigError when it refuses the
+        user, or the user may not read and write the prefix."""
+        self._read_or_raise()
+        member = self._member_key(self.holder)
+        self._served(lambda deadline: self._gateway.check_writable(member, deadline))
 
     def close(self) -> None:
         """Revoke the lease: every key of this process goes at once, so successors take over
@@ -299,8 +310,12 @@ class EtcdElector:
         return _View(members, leaders)
 
     def _read_or_raise(self) -> _View:
+        return self._served(self._read)
+
+    def _served(self, request: Callable[[float], T]) -> T:
+        """`request(deadline)`, its failures raised as the errors the caller shows."""
         try:
-            return self._read(time.monotonic() + self.ttl / 2)
+            return request(time.monotonic() + self.ttl / 2)
         except EtcdUnreachable as exc:
             raise CoordinationUnavailable(f"etcd cannot be reached: {exc}") from None
         except EtcdRefused as exc:

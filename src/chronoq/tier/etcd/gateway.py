@@ -242,6 +242,17 @@ class Gateway:
         }
         return self.call(lambda client: _last_range(dict(client.transaction(txn))), deadline)
 
+    def check_writable(self, key: str, deadline: float) -> None:
+        """Raise EtcdRefused if this client may not write `key`; nothing is written: etcd checks
+        the permission of every operation of a transaction, also of a branch never taken."""
+        never = {"key": _b64(key), "result": "LESS", "target": "VERSION", "version": 0}
+        txn = {
+            "compare": [never],
+            "success": [{"request_put": {"key": _b64(key), "value": ""}}],
+            "failure": [],
+        }
+        self.call(lambda client: client.transaction(txn), deadline)
+
     def delete_if_created_at(self, key: str, create_revision: int, deadline: float) -> bool:
         """Delete `key` only if it is the one created at `create_revision`, so a successor's key
         of the same name is never deleted; True when it was deleted."""
