@@ -57,9 +57,10 @@ Authentication
 --------------
 With `access` (a user and password, TLS files; see access.py) every request carries the token
 etcd gave for that user, got again whenever a member no longer knows it. When etcd refuses the
-user (a wrong password, no permission on the prefix), `leaders()` and `members()` raise a
-ConfigError saying so, which is how a scheduler finds out at start; a step treats a refusal
-like an outage: it warns once and leads nothing until etcd serves it again.
+user (a wrong password, no permission on the prefix), `check()`, `leaders()` and `members()`
+raise a ConfigError saying so, which is how a scheduler finds out at start (`check()` also
+proves, writing nothing, that the user may write the prefix); a step treats a refusal like an
+outage: it warns once and leads nothing until etcd serves it again.
 """
 
 from __future__ import annotations
