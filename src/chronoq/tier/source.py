@@ -155,12 +155,6 @@ class StreamJobSource:
             self._thread.join(timeout=self.block + 2.0)
         self.reader.close()
 
-    @property
-    def holding(self) -> int:
-        """Entries read ahead or held (not those being confirmed right now)."""
-        with self._room:
-            return len(self._buffer) + len(self._held)
-
     # -- reading ahead --------------------------------------------------------------------
 
     def _read(self, wake: Callable[[], None]) -> None:
