@@ -1,8 +1,9 @@
 """The PostgreSQL store: production storage and `FOR UPDATE SKIP LOCKED` claims.
 
-Connections come from a small psycopg pool in autocommit mode: every statement here is one
-atomic unit, so none of them holds a transaction open across a round trip. Statements are
-prepared by psycopg after a few executions, which matters for the claim and finish hot paths.
+Connections come from a small psycopg pool in autocommit mode (`pool.py`: one that reconnects
+within seconds of the database's return): every statement here is one atomic unit, so none of
+them holds a transaction open across a round trip. Statements are prepared by psycopg after a
+few executions, which matters for the claim and finish hot paths.
 How jobs are inserted (COPY, keyed and unique inserts) is in `inserts.py`.
 """
 
@@ -21,7 +22,6 @@ import psycopg
 from psycopg.pq.abc import PGresult
 from psycopg.rows import dict_row, scalar_row, tuple_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from chronoq.coordination.legacy import warn_leader_elector
 from chronoq.coordination.postgres import PostgresElector
@@ -48,6 +48,7 @@ from chronoq.storage.dsn import check_postgres_dsn, redact, session_name
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.postgres.inserts import insert_many_async, insert_on, insert_streamed
 from chronoq.storage.postgres.limits import PostgresLimitedIO
+from chronoq.storage.postgres.pool import ReconnectingPool
 from chronoq.storage.postgres.session import Q, end_sessions, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
@@ -87,7 +88,7 @@ class PostgresStore(SqlStore):
         # The claim's column layout, by the field names it was read from (_claim_columns).
         self._claim_layout: tuple[tuple[bytes | None, ...], ClaimColumns] | None = None
         self._probe(connect_timeout)
-        self._pool = ConnectionPool(
+        self._pool = ReconnectingPool(
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
