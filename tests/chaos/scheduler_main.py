@@ -25,7 +25,15 @@ from typing import IO, Any, TypeVar
 from chronoq.observability.events import Observers
 from chronoq.observability.logs import configure_logging
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions, default_holder_id
-from chronoq.tier.ports import Moved, PartitionLost, StaleEpoch, Takeover, Timer, TimerStore
+from chronoq.tier.ports import (
+    Moved,
+    PartitionLost,
+    StaleEpoch,
+    Staged,
+    Takeover,
+    Timer,
+    TimerStore,
+)
 from chronoq.tier.wiring import open_leader
 from tests.chaos.workload import app
 
@@ -70,7 +78,7 @@ class WriteHistory:
             )
             return result
 
-        def logged_stage(partition: int, epoch: int, timers: Sequence[Timer]) -> int:
+        def logged_stage(partition: int, epoch: int, timers: Sequence[Timer]) -> Staged:
             return self._fenced("stage", partition, epoch, lambda: stage(partition, epoch, timers))
 
         def logged_move(partition: int, epoch: int, now_ms: int, limit: int) -> Moved:

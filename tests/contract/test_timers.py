@@ -98,7 +98,7 @@ def test_epochs_belong_to_one_partition(tier: Tier) -> None:
 def test_move_takes_exactly_the_timers_due_by_now_never_one_early(tier: Tier) -> None:
     store = led(tier.store)
     reader = tier.reader()
-    assert store.stage(P, 1, timers(NOW - 1, NOW, NOW + 1)) == 3
+    assert store.stage(P, 1, timers(NOW - 1, NOW, NOW + 1)).added == 3
     moved = store.move_due(P, 1, NOW, 100)
     assert (moved.moved, moved.stale, moved.lost, moved.next_due_ms) == (2, False, False, NOW + 1)
     assert [(d.job_id, d.token, d.partition) for d in drain(reader)] == [(1, 100, P), (2, 101, P)]
@@ -138,8 +138,8 @@ def test_a_move_is_bounded_by_its_limit(tier: Tier) -> None:
 
 def test_staging_a_timer_again_updates_its_score(tier: Tier) -> None:
     store = led(tier.store)
-    assert store.stage(P, 1, timers(NOW)) == 1
-    assert store.stage(P, 1, timers(NOW + 500)) == 0  # the same member: no duplicate
+    assert store.stage(P, 1, timers(NOW)).added == 1
+    assert store.stage(P, 1, timers(NOW + 500)).added == 0  # the same member: no duplicate
     assert store.status(P, NOW).staged == 1
     assert store.move_due(P, 1, NOW, 10).moved == 0
     assert store.move_due(P, 1, NOW + 500, 10).moved == 1
@@ -147,7 +147,7 @@ def test_staging_a_timer_again_updates_its_score(tier: Tier) -> None:
 
 def test_a_large_stage_is_split_and_counted_whole(tier: Tier) -> None:
     store = led(tier.store)
-    assert store.stage(P, 1, timers(*range(NOW, NOW + 2500))) == 2500
+    assert store.stage(P, 1, timers(*range(NOW, NOW + 2500))).added == 2500
     assert store.status(P, NOW + 2500).staged == 2500
 
 
@@ -179,7 +179,7 @@ def test_a_stale_epoch_stages_and_moves_nothing_and_says_so(tier: Tier) -> None:
 
 def test_a_stage_with_no_timers_still_checks_the_epoch(tier: Tier) -> None:
     store = led(tier.store, epoch=2)
-    assert store.stage(P, 2, []) == 0
+    assert store.stage(P, 2, []).added == 0
     with pytest.raises(StaleEpoch):
         store.stage(P, 1, [])
 
@@ -264,6 +264,26 @@ def test_waiting_entries_are_those_not_read_or_not_acknowledged(tier: Tier) -> N
     assert store.waiting(P, asked) == set()
     assert store.waiting(P, [("never-written", "1-0")]) == set()
     assert store.waiting(P, []) == set()
+
+
+def test_a_job_whose_entry_waits_is_not_staged_again(tier: Tier) -> None:
+    """A new leader stages its horizon: a job whose entry its predecessor moved, under the same
+    token, and that still waits, gets no second entry; it is named in the reply instead."""
+    store = led(tier.store)
+    reader = tier.reader()
+    store.stage(P, 1, timers(NOW))
+    [entry] = store.move_due(P, 1, NOW, 10).entries
+    again = store.stage(P, 1, timers(NOW))
+    assert again.added == 0 and again.moved == (entry,)
+    assert store.move_due(P, 1, NOW, 10).moved == 0
+    [read] = reader.read(10, 0)
+    assert store.stage(P, 1, timers(NOW)).moved == (entry,)  # read, not acknowledged: waits
+    reader.ack([read])
+    assert store.stage(P, 1, timers(NOW)).added == 1  # acknowledged, job pending: again
+    store.move_due(P, 1, NOW, 10)
+    assert store.stage(P, 1, timers(NOW)).added == 0  # and that new entry waits in its turn
+    other_token = store.stage(P, 1, [Timer(1, 999, "q", NOW)])  # the job ran and came back
+    assert other_token.added == 1 and other_token.moved == ()
 
 
 def test_a_queue_no_worker_reads_keeps_its_entries_waiting(tier: Tier) -> None:

@@ -223,6 +223,23 @@ def test_jobs_no_worker_reads_are_not_staged_again_and_again(rig: Rig) -> None:
     assert {rig.app.get_job(i).status for i in ids} == {JobStatus.PENDING}  # type: ignore[union-attr]
 
 
+def test_a_new_leader_adds_no_entry_beside_a_waiting_one(app: App, redis_url: str) -> None:
+    first, second = make_rig(app, redis_url), make_rig(app, redis_url)
+    try:
+        first.elector.epochs = {0: 1}
+        [job_in_partition(app, 0) for _ in range(5)]
+        first.turn()
+        assert first.stream_length(0) == 5
+        second.elector.epochs = {0: 2}  # a failover: the successor stages its whole horizon
+        second.turn()
+        second.turn(31.0)
+        assert second.stream_length(0) == 5
+        assert len(second.leader.led.known) == 5  # adopted, asked about again later
+    finally:
+        first.timers.close()
+        second.timers.close()
+
+
 def test_a_job_whose_entry_is_gone_is_staged_again(rig: Rig) -> None:
     rig.elector.epochs = {0: 1}
     job = job_in_partition(rig.app, 0)

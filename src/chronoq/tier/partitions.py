@@ -106,6 +106,17 @@ class Led:
         part.jobs.add(timer.job_id)
         self.wheel.add((part.number, timer.job_id, timer.token), self.clock.deadline(timer.due_ms))
 
+    def adopt(self, part: Partition, timer: Timer, entry: MovedEntry, at: float) -> None:
+        """A job whose entry is already on a stream (moved by a predecessor, or by this leader
+        before it lost track): known as moved at `at`, no timer in the wheel."""
+        old = self.known.get(timer.job_id)
+        if old is not None:
+            self.wheel.cancel((part.number, timer.job_id, old.token))
+        self.known[timer.job_id] = Known(
+            part.number, timer.token, timer.due_ms, timer.queue, moved_at=at, entry=entry.entry_id
+        )
+        part.jobs.add(timer.job_id)
+
     def moved(self, entries: tuple[MovedEntry, ...], at: float) -> None:
         """The stream entries a move added, for the jobs this leader staged."""
         for entry in entries:

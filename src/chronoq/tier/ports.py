@@ -78,6 +78,16 @@ class Takeover:
 
 
 @dataclass(frozen=True, slots=True)
+class Staged:
+    """What one stage did: `added` timers were new (one staged again only changes its due
+    time); `moved` were not staged, as their jobs already have an entry under the same token
+    on a stream, moved by this leader or a predecessor and not trimmed yet."""
+
+    added: int
+    moved: tuple[MovedEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Moved:
     """What one move did: `moved` timers added to their streams; `stale`: the epoch was refused
     and nothing moved; `lost`: the store has no record of the partition any more (Redis
@@ -127,9 +137,10 @@ class TimerStore(Protocol):
         (see lua/take_over.lua)."""
         ...
 
-    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> int:
-        """Add or update timers; returns how many were new. Raises StaleEpoch, or
-        PartitionLost when the store has no record of the partition."""
+    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> Staged:
+        """Add or update timers, but none whose job has an entry under its token on a stream
+        already. Raises StaleEpoch, or PartitionLost when the store has no record of the
+        partition."""
         ...
 
     def move_due(self, partition: int, epoch: int, now_ms: int, limit: int) -> Moved: ...

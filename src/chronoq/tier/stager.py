@@ -2,19 +2,34 @@
 
 ```
  PostgreSQL ── job_stage_candidates ──► rows not known yet (or changed, or moved long ago)
-   (NOTIFY: new ids at once;                 │
-    a full pass every stage_interval)        ▼
-                            TimerStore.stage(p, epoch, timers) ──► Led.remember: the wheel
+   full pass: the whole horizon,             │
+              every stage_interval           ▼
+   near pass: the jobs due before the  TimerStore.stage(p, epoch, timers) ──► Led.remember
+              next full pass, when a
+              NOTIFY says one is
 ```
 
+Two kinds of pass read the same statement with two horizons. A full pass reads the whole
+horizon every stage_interval (retries, rescues, requeues, resumed queues, and jobs that time
+brought into the horizon). A notification (a job became pending) asks for a near pass only
+when the next full pass would come too late for it: the insert notification names the
+earliest `run_at` of its rows, and a job due after the next full pass (plus `NEAR_MARGIN`) is
+left to that pass. A job due sooner, or a change whose `run_at` the notification does not
+name, gets a near pass at once, reading only the jobs due before the next full pass;
+near passes are at least `NEAR_GAP` apart, so a burst of enqueues costs one read per gap, not
+one per notification. Both passes read from the lowest id up, so a job whose transaction
+committed late is never skipped.
+
 It runs on a thread of its own, so reading the horizon never holds up a move; a second thread
-only turns the store's change notifications into wake-ups. After a full pass, jobs no longer
+turns the store's change notifications into near passes. After a full pass, jobs no longer
 pending in the horizon are forgotten.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +52,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronoq.tier")
 FAILURE_PAUSE_MAX = 30.0
+# A job is staged at least this long before it is due, if a notification said when.
+NEAR_MARGIN = 0.1
+# Near passes come at least this far apart: what it adds to a due-now job's start, at most.
+NEAR_GAP = 0.01
 
 
 class Stager:
@@ -56,9 +75,10 @@ class Stager:
         self._wake = moved  # the mover: something may be due sooner
         self._monotonic = monotonic
         self.now = threading.Event()  # new jobs, or a partition to stage
-        self._notified = threading.Event()
-        self._high_water = 0
+        self._plan = threading.Lock()
         self.next_full = 0.0
+        self.next_near = math.inf
+        self._last_near = -math.inf
         self.failure: BaseException | None = None
         self._failures = 0
         self._unstageable: set[int] = set()  # job ids already reported as unstageable
@@ -68,15 +88,36 @@ class Stager:
         self.next_full = 0.0
         self.now.set()
 
+    def notified(self, payload: str) -> None:
+        """A job became pending: plan a near pass, unless the next full pass is soon enough
+        for the earliest job the notification names."""
+        due = self._due_at(payload)
+        with self._plan:
+            if due is not None and due - NEAR_MARGIN >= self.next_full + NEAR_MARGIN:
+                return
+            at = max(self._last_near + NEAR_GAP, -math.inf if due is None else due - NEAR_MARGIN)
+            if at < self.next_near:
+                self.next_near = at
+                self.now.set()
+
+    def _due_at(self, payload: str) -> float | None:
+        """When, on the local monotonic clock, the earliest job of a notification is due;
+        None when it does not say (or the database clock is not known yet)."""
+        run_at = notified_run_at(payload)
+        if run_at is None or not self.led.clock.known:
+            return None
+        return self.led.clock.deadline(math.ceil(run_at * 1000))
+
     # -- the loops ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Thread: a full pass over the horizon every stage_interval, the new jobs at once. A
-        pass that fails is logged and tried again after a pause that grows while it keeps
-        failing: staging must outlive any one row or reply it cannot handle."""
+        """Thread: a full pass over the horizon every stage_interval, a near pass when a
+        notification asks for one. A pass that fails is logged and tried again after a
+        pause that grows while it keeps failing: staging must outlive any one row or reply
+        it cannot handle."""
         try:
             while not stop.is_set():
-                self.now.wait(max(0.0, self.next_full - self._monotonic()))
+                self.now.wait(max(0.0, min(self.next_full, self.next_near) - self._monotonic()))
                 self.now.clear()
                 if stop.is_set():
                     return
@@ -105,13 +146,21 @@ class Stager:
             self._failures = 0
 
     def stage_once(self) -> None:
-        if self._monotonic() >= self.next_full:
-            self.next_full = self._monotonic() + self.options.stage_interval
-            self._notified.clear()
-            self._stage(full=True)
-        elif self._notified.is_set():
-            self._notified.clear()
-            self._stage(full=False)
+        now = self._monotonic()
+        with self._plan:
+            full = now >= self.next_full
+            near = not full and now >= self.next_near
+            if full:
+                self.next_full = now + self.options.stage_interval
+            if full or near:
+                self.next_near = math.inf  # a full pass reads what a near one would
+            if near:
+                self._last_near = now
+        if full:
+            self._stage(horizon=self.options.horizon, full=True)
+        elif near:
+            # Up to the next full pass, and a margin: it stages whatever is due before then.
+            self._stage(horizon=self.next_full - now + 2 * NEAR_MARGIN, full=False)
 
     def listen(self, stop: threading.Event) -> None:
         """Thread: a job became pending somewhere; stage the new ones now, not at the pass."""
@@ -124,9 +173,8 @@ class Stager:
                 continue
             try:
                 while not stop.is_set():
-                    if listener.wait(0.5):
-                        self._notified.set()
-                        self.now.set()
+                    for payload in listener.notices(0.5):
+                        self.notified(payload)
             except ChronoqError as exc:
                 log.warning("tier leader lost its change listener: %s", exc)
             finally:
@@ -134,15 +182,15 @@ class Stager:
 
     # -- staging --------------------------------------------------------------------------
 
-    def _stage(self, *, full: bool) -> None:
+    def _stage(self, *, horizon: float, full: bool) -> None:
         with self.led.lock:
             acting = {p.number: p for p in self.led.acting()}
-            cursor = 0 if full else self._high_water
         if not acting:
             return
         seen: set[int] = set()
+        cursor = 0
         while True:
-            rows = self._candidates(sorted(acting), cursor)
+            rows = self._candidates(sorted(acting), cursor, horizon)
             if rows is None:
                 return
             self._stage_rows(acting, rows, seen)
@@ -153,11 +201,13 @@ class Stager:
             with self.led.lock:
                 self._prune([p for p in acting.values() if self.led.still_leads(p)], seen)
 
-    def _candidates(self, partitions: Sequence[int], after_id: int) -> list[StageRow] | None:
+    def _candidates(
+        self, partitions: Sequence[int], after_id: int, horizon: float
+    ) -> list[StageRow] | None:
         params = JobStageParams(
             partitions=partitions,
             partition_count=self.options.partitions,
-            horizon=timedelta(seconds=self.options.horizon),
+            horizon=timedelta(seconds=max(0.0, horizon)),
             after_id=after_id,
             limit=self.options.stage_batch,
         )
@@ -184,7 +234,6 @@ class Stager:
         with self.led.lock:
             for row in rows:
                 seen.add(row.id)
-                self._high_water = max(self._high_water, row.id)
                 number = row.id % self.options.partitions
                 if number not in acting:
                     continue
@@ -262,7 +311,7 @@ class Stager:
             if not led.still_leads(part) or self._monotonic() >= part.trusted_until:
                 return
         try:
-            led.timers.stage(part.number, part.epoch, timers)
+            staged = led.timers.stage(part.number, part.epoch, timers)
         except StaleEpoch:
             with led.lock:
                 if led.still_leads(part):
@@ -276,11 +325,17 @@ class Stager:
         except ChronoqError as exc:
             log.warning("cannot stage partition %d: %s", part.number, exc)
             return
+        on_streams = {entry.job_id: entry for entry in staged.moved}
         with led.lock:
             if not led.still_leads(part):
                 return  # stepped down meanwhile: the next leader stages them again
+            now = self._monotonic()
             for timer in timers:
-                led.remember(part, timer)
+                entry = on_streams.get(timer.job_id)
+                if entry is not None and entry.token == timer.token:
+                    led.adopt(part, timer, entry, now)  # moved before: asked about later
+                else:
+                    led.remember(part, timer)
             if part.lost_at is not None:
                 part.staged_since_lost += len(timers)
         led.events.emit(TimersStaged(part.number, len(timers)))
@@ -298,3 +353,13 @@ class Stager:
                     self.led.expect_in_redis(part, known.due_ms)
             if part.lost_at is not None:
                 self.led.reconciled(part)
+
+
+def notified_run_at(payload: str) -> float | None:
+    """The earliest `run_at` (seconds since the epoch) an insert's notification names; None
+    for one that names none (an update making a job pending names only its queue)."""
+    try:
+        value = json.loads(payload).get("run_at") if payload else None
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None

@@ -509,6 +509,17 @@ class PostgresListener:
             ) from exc
         return False
 
+    def notices(self, timeout: float) -> list[str]:
+        try:
+            first = list(self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1))
+            # Whatever else has arrived meanwhile, without waiting for more.
+            rest = list(self._conn.notifies(timeout=0.0)) if first else []
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"lost the LISTEN connection to {self._dsn_display}: {_first_line(exc)}"
+            ) from exc
+        return [notice.payload for notice in first + rest]
+
     def close(self) -> None:
         self._conn.close()
 

@@ -21,9 +21,9 @@ def lua_source(name: str) -> str:
     return resources.files(_PACKAGE).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
-def fenced_source(name: str) -> str:
-    """`lua/<name>.lua` after the epoch fence it relies on."""
-    return f"{lua_source('fence')}\n{lua_source(name)}"
+def fenced_source(name: str, *preludes: str) -> str:
+    """`lua/<name>.lua` after the epoch fence it relies on, and any other `preludes`."""
+    return "\n".join(lua_source(part) for part in ("fence", *preludes, name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +38,8 @@ class TimerScripts:
 def register_timer_scripts(client: redis.Redis) -> TimerScripts:
     return TimerScripts(
         take_over=client.register_script(lua_source("take_over")),
-        stage=client.register_script(fenced_source("stage")),
+        stage=client.register_script(fenced_source("stage", "waits")),
         move=client.register_script(fenced_source("move")),
         trim=client.register_script(fenced_source("trim")),
-        waiting=client.register_script(lua_source("waiting")),
+        waiting=client.register_script(f"{lua_source('waits')}\n{lua_source('waiting')}"),
     )

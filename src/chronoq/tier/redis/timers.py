@@ -36,6 +36,7 @@ from chronoq.tier.ports import (
     MovedEntry,
     PartitionLost,
     PartitionStatus,
+    Staged,
     StaleEpoch,
     Takeover,
     Timer,
@@ -81,22 +82,24 @@ class RedisTimerStore:
         status, lost, _stored = as_list(reply)
         return Takeover(accepted=text(status) == "ok", lost=integer(lost) == 1)
 
-    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> int:
+    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> Staged:
         keys = self.keys(partition)
         pairs = [field for timer in timers for field in _score_and_member(timer)]
-        added = 0
+        added, moved = 0, list[MovedEntry]()
         # An empty call still runs the fence, so a stale leader hears of it.
         for start in range(0, max(len(pairs), 1), 2 * STAGE_BATCH):
-            added += self._stage_batch(keys, _epoch(epoch), pairs[start : start + 2 * STAGE_BATCH])
-        return added
+            batch = self._stage_batch(keys, _epoch(epoch), pairs[start : start + 2 * STAGE_BATCH])
+            added += batch.added
+            moved.extend(batch.moved)
+        return Staged(added, tuple(moved))
 
-    def _stage_batch(self, keys: PartitionKeys, epoch: int, pairs: list[int | str]) -> int:
+    def _stage_batch(self, keys: PartitionKeys, epoch: int, pairs: list[int | str]) -> Staged:
+        script_keys = [keys.epoch, keys.timers, keys.entries]
         with redis_errors(self.client, f"stage timers of partition {keys.partition}"):
-            reply = as_list(
-                self._scripts.stage(keys=[keys.epoch, keys.timers], args=[epoch, *pairs])
-            )
+            args = [epoch, keys.stream_prefix, DEFAULT_GROUP, *pairs]
+            reply = as_list(self._scripts.stage(keys=script_keys, args=args))
         _raise_refusal(keys.partition, epoch, reply)
-        return integer(reply[1])
+        return Staged(integer(reply[1]), _moved_entries(reply[2:]))
 
     def move_due(self, partition: int, epoch: int, now_ms: int, limit: int) -> Moved:
         keys = self.keys(partition)
@@ -108,7 +111,9 @@ class RedisTimerStore:
         ]
         with redis_errors(self.client, f"move due timers of partition {partition}"):
             reply = as_list(
-                self._scripts.move(keys=[keys.epoch, keys.timers, keys.queues], args=args)
+                self._scripts.move(
+                    keys=[keys.epoch, keys.timers, keys.queues, keys.entries], args=args
+                )
             )
         status = text(reply[0])
         if status != "ok":
@@ -136,7 +141,9 @@ class RedisTimerStore:
         idle_ms = int(DEAD_CONSUMER_IDLE * 1000)
         args: list[int | str] = [_epoch(epoch), keys.stream_prefix, idle_ms]
         with redis_errors(self.client, f"trim the streams of partition {partition}"):
-            reply = as_list(self._scripts.trim(keys=[keys.epoch, keys.queues], args=args))
+            reply = as_list(
+                self._scripts.trim(keys=[keys.epoch, keys.queues, keys.entries], args=args)
+            )
         _raise_refusal(partition, epoch, reply)
         return integer(reply[1])
 

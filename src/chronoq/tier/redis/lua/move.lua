@@ -4,6 +4,7 @@
 -- KEYS[1]  <prefix>:{p<p>}:epoch
 -- KEYS[2]  <prefix>:{p<p>}:timers   (sorted set, member "<job_id>:<token>:<queue>", score due_ms)
 -- KEYS[3]  <prefix>:{p<p>}:queues   (set of the queues whose streams exist)
+-- KEYS[4]  <prefix>:{p<p>}:entries  (hash: job_id -> "<token>:<entry id>" of its newest entry)
 -- ARGV[1]  epoch of the leader
 -- ARGV[2]  now_ms: the database clock in milliseconds; a timer is due when its score <= now_ms
 -- ARGV[3]  limit: at most this many timers per call (a bounded batch keeps Redis responsive)
@@ -43,6 +44,7 @@ for _, member in ipairs(due) do
   local job, token, queue = string.match(member, '^(%d+):(%-?%d+):(.+)$')
   if job then
     local entry = redis.call('XADD', ARGV[4] .. queue, '*', 'job', job, 'token', token)
+    redis.call('HSET', KEYS[4], job, token .. ':' .. entry)
     entries[#entries + 1] = job
     entries[#entries + 1] = token
     entries[#entries + 1] = entry

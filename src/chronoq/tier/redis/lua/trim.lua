@@ -4,6 +4,8 @@
 --
 -- KEYS[1]  <prefix>:{p<p>}:epoch
 -- KEYS[2]  <prefix>:{p<p>}:queues   (set of the queues whose streams move.lua wrote to)
+-- KEYS[3]  <prefix>:{p<p>}:entries  (hash: job_id -> "<token>:<entry id>"; a trimmed entry's
+--          field is deleted, unless a newer entry of the job replaced it)
 -- ARGV[1]  epoch of the leader
 -- ARGV[2]  <prefix>:{p<p>}:q:  the prefix of the partition's stream keys (same slot: the hash
 --          tag is in the prefix; see move.lua)
@@ -87,6 +89,34 @@ local function stream_floor(stream)
   return floor, forgotten
 end
 
+-- At most this many entries a stream are trimmed a call (each costs an HGET): a large
+-- acknowledged backlog is trimmed over several calls, each a few milliseconds of Redis.
+local TRIM_BATCH = 5000
+
+-- Drop the entries of `stream` below `floor`, and their jobs' fields of KEYS[3].
+local function trim_below(stream, floor)
+  local below = redis.call('XRANGE', stream, '-', floor, 'COUNT', TRIM_BATCH + 1)
+  local last = nil
+  local count = 0
+  for _, item in ipairs(below) do
+    local id = item[1]
+    if id == floor or count == TRIM_BATCH then
+      break
+    end
+    local fields_of = fields(item[2])
+    local job, token = fields_of['job'], fields_of['token']
+    if job and token and redis.call('HGET', KEYS[3], job) == token .. ':' .. id then
+      redis.call('HDEL', KEYS[3], job)
+    end
+    last = id
+    count = count + 1
+  end
+  if last == nil then
+    return 0
+  end
+  return redis.call('XTRIM', stream, 'MINID', after(last))
+end
+
 local trimmed, forgotten = 0, 0
 for _, queue in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local stream = ARGV[2] .. queue
@@ -94,7 +124,7 @@ for _, queue in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     local floor, dead = stream_floor(stream)
     forgotten = forgotten + dead
     if floor then
-      trimmed = trimmed + redis.call('XTRIM', stream, 'MINID', floor)
+      trimmed = trimmed + trim_below(stream, floor)
     end
   else
     redis.call('SREM', KEYS[2], queue)
