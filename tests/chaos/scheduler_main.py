@@ -28,8 +28,8 @@ from chronoq.scheduler.runner import Scheduler, SchedulerOptions, default_holder
 from chronoq.tier.ports import (
     Moved,
     PartitionLost,
-    StaleEpoch,
     Staged,
+    StaleEpoch,
     Takeover,
     Timer,
     TimerStore,
