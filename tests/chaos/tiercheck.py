@@ -31,6 +31,8 @@ run's one history file, and what the fault injector measured.
 - **Redis restarts** are measured: the time from the restart to the first job moved again.
 - **no stream growth**: jobs of a queue no worker reads have at most one entry each on the
   streams at the end of the run, however long their entries waited.
+- **etcd rebuilt**: after etcd is replaced by a new cluster (its revisions, the epochs, start
+  again below those Redis holds), some leader takes a partition over from the old epochs.
 - **writes held by a network cut** (a leader cut off from Redis): those sent during the cut and
   answered after the heal are counted by their answer; the epoch decides them, as any other.
 """
@@ -103,6 +105,7 @@ class TierFindings:
     moved_without_quorum: list[str] = field(default_factory=list)
     past_trust: list[str] = field(default_factory=list)
     stream_growth: list[str] = field(default_factory=list)
+    not_overridden: list[str] = field(default_factory=list)
     held_answers: Counter[str] = field(default_factory=Counter)  # result -> writes held by a cut
 
     @property
@@ -115,6 +118,7 @@ class TierFindings:
             *self.moved_without_quorum,
             *self.past_trust,
             *self.stream_growth,
+            *self.not_overridden,
         ]
 
 

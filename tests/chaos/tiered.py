@@ -64,6 +64,7 @@ ELECTION_TIMEOUT = 1.0  # tests.services.etcd starts members with --election-tim
 MEMBER_LOSS = (1.0, 3.0)
 ETCD_CUT = 2 * TTL + 0.5  # past the lease: a successor takes the partitions, then the heal
 REDIS_CUT = (1.0, 5.0)  # shorter than the client's socket timeout (10 s): answers come late
+REBUILD_WRITES = 200  # writes to the old etcd first: its revisions end far above the new one's
 RESTAGE_AFTER = 2.0  # seconds: entries are looked at again several times within a run
 UNREAD_QUEUE = "unread"  # no worker of the chaos fleet reads it
 DEMOTED = (2.0, 4.0)  # seconds Redis spends as a replica of a master that does not exist
@@ -137,6 +138,7 @@ class TieredRun(Run):
         network_faults = set(NETWORK_FAULTS) & {*scenario.faults, scenario.finale}
         self._network = Network() if network_faults else None
         self._links: dict[int, SchedulerLinks] = {}
+        self.rebuilt = False
 
     # -- the fleet --------------------------------------------------------------------------
 
@@ -264,6 +266,10 @@ class TieredRun(Run):
     def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
         findings = super().check(histories, enqueued)
         findings.tier = check_tier(read_histories(histories), self.measured)
+        if self.rebuilt and not _forced_take_overs(histories):
+            findings.tier.not_overridden.append(
+                "etcd was rebuilt, yet no partition was taken over from the old epochs"
+            )
         if self.scenario.unread:
             entries = self._unread_entries()
             if entries > self.scenario.unread:
@@ -352,8 +358,9 @@ class TieredRun(Run):
         revisions start over, so the new leaders' epochs are below those Redis holds. They must
         take the partitions over anyway (after a lease's time to live) and dispatch goes on."""
         start = time.time()
-        self.tier.etcd.rebuild()
+        self.tier.etcd.rebuild(writes_before=REBUILD_WRITES)
         self.record("rebuild_etcd")
+        self.rebuilt = True
         self.measured.quorum_losses.append(Window(start, time.time()))
 
     def demote_redis(self) -> None:
@@ -460,6 +467,14 @@ class TieredRun(Run):
         watcher.start()
 
 
+def _forced_take_overs(histories: list[Path]) -> int:
+    return sum(
+        1
+        for event in read_histories(histories)
+        if event.get("event") == "tier_takeover" and event.get("force") and event["accepted"]
+    )
+
+
 def _pid(holder: str) -> int:
     """The process id in a scheduler's holder name (host:pid:random)."""
     with contextlib.suppress(IndexError, ValueError):
@@ -518,7 +533,7 @@ TIER_SCENARIOS = {
         # Faults that stopped tiered dispatch, or let its streams grow, before they were fixed.
         _tiered("rows-due-before-1970", ("kill_partition_leader",), APART, ancient=20),
         _tiered("queue-no-worker-reads", ("kill_partition_leader",), APART, unread=50),
-        _tiered("etcd-rebuilt", (), (1.0, 1.0), finale="rebuild_etcd"),
+        _tiered("etcd-rebuilt", ("rebuild_etcd",), (3.0, 5.0)),
         _tiered("redis-demoted", ("demote_redis",), (3.0, 5.0)),
     )
 }
