@@ -79,7 +79,7 @@ class Staging:
 
     rows: list[StageRow]
     db_now: datetime
-    read_at: float | None = None
+    read_at: float | None = field(default=None, compare=False)
 
 
 class TierPort(Protocol):
