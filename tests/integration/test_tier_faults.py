@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+import json
+import math
 from typing import Any
 
+import psycopg
 import pytest
 
 from chronoq import App, JobStatus, WorkerOptions
@@ -402,3 +405,57 @@ def test_an_empty_step_suspends_and_the_same_epoch_resumes_without_restaging(rig
     rig.turn(6.0)  # unconfirmed past a lease's time to live: given up
     assert not rig.leader.partitions
     assert [c.epoch for c in rig.changes] == [1, None]
+
+
+# -- passes: a near pass when a notification needs one, from a cursor that lags ----------------
+
+
+def _insert_payload(run_at: datetime) -> str:
+    return json.dumps({"queue": "default", "run_at": run_at.timestamp()})
+
+
+def test_a_notification_asks_for_a_near_pass_only_when_the_full_one_is_too_late(
+    rig: Rig,
+) -> None:
+    rig.elector.epochs = {0: 1}
+    rig.turn()  # the first full pass; the next is stage_interval (1 s) away
+    stager = rig.leader.stager
+    stager.notified(_insert_payload(datetime.now(UTC) + timedelta(seconds=30)))
+    assert stager.next_near == math.inf  # the next full pass stages it in time
+    stager.notified(json.dumps({"queue": "default"}))
+    assert stager.next_near == math.inf  # a job made pending again: for the full pass
+    stager.notified(_insert_payload(datetime.now(UTC)))
+    assert stager.next_near <= rig.clock() + 0.02  # due now: at once
+
+
+def test_a_job_whose_insert_commits_after_a_later_one_is_found_by_a_near_pass(
+    rig: Rig, pg_dsn: str
+) -> None:
+    rig.elector.epochs = {p: 1 for p in range(PARTITIONS)}
+    rig.turn()
+    with psycopg.connect(pg_dsn) as slow:
+        slow_id = _enqueue_in(rig.app, slow)  # takes its id, commits later
+        fast_id = rig.app.enqueue("noop", {}).id
+        assert fast_id > slow_id
+        _near_pass(rig)
+        assert fast_id in rig.leader.led.known and slow_id not in rig.leader.led.known
+        slow.commit()
+    _near_pass(rig)
+    assert slow_id in rig.leader.led.known  # without waiting for the full pass
+
+
+def _enqueue_in(app: App, conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "INSERT INTO chronoq_jobs (task, queue, payload) VALUES ('noop', 'default', '{}')"
+        " RETURNING id"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _near_pass(rig: Rig) -> None:
+    stager = rig.leader.stager
+    stager.notified(_insert_payload(datetime.now(UTC)))
+    rig.clock.advance(0.02)
+    assert rig.clock() < stager.next_full  # not a full pass
+    stager.stage_once()

@@ -9,16 +9,20 @@
               NOTIFY says one is
 ```
 
-Two kinds of pass read the same statement with two horizons. A full pass reads the whole
-horizon every stage_interval (retries, rescues, requeues, resumed queues, and jobs that time
-brought into the horizon). A notification (a job became pending) asks for a near pass only
-when the next full pass would come too late for it: the insert notification names the
-earliest `run_at` of its rows, and a job due after the next full pass (plus `NEAR_MARGIN`) is
-left to that pass. A job due sooner, or a change whose `run_at` the notification does not
-name, gets a near pass at once, reading only the jobs due before the next full pass;
-near passes are at least `NEAR_GAP` apart, so a burst of enqueues costs one read per gap, not
-one per notification. Both passes read from the lowest id up, so a job whose transaction
-committed late is never skipped.
+Two kinds of pass read the same statement. A full pass reads the whole horizon every
+stage_interval, from the lowest id up (retries, rescues, requeues, resumed queues, and jobs
+that time brought into the horizon). A near pass reads only the ids above a cursor: the new
+jobs. An insert's notification names the earliest `run_at` of its rows, and asks for a near
+pass only when the next full pass would stage that job too late (within `NEAR_MARGIN` of its
+run_at); a job due later is left to that pass, and near passes are at least `NEAR_GAP` apart,
+so a burst of enqueues costs one read per gap, not one per notification. Other notifications
+(a job made pending again: a retry, a rescue, a requeue) have old ids, which only a full pass
+reads, so they ask for nothing.
+
+The near pass's cursor lags one pass behind: it is the highest id seen by the pass before the
+last one, so a job whose transaction took an id, then committed after a later id was already
+read, is still found by the next near pass. Only a transaction open across two passes leaves
+its jobs to the full pass, within stage_interval.
 
 It runs on a thread of its own, so reading the horizon never holds up a move; a second thread
 turns the store's change notifications into near passes. After a full pass, jobs no longer
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronoq.tier")
 FAILURE_PAUSE_MAX = 30.0
-# A job is staged at least this long before it is due, if a notification said when.
+# A new job is staged at least this long before it is due (its notification says when).
 NEAR_MARGIN = 0.1
 # Near passes come at least this far apart: what it adds to a due-now job's start, at most.
 NEAR_GAP = 0.01
@@ -79,6 +83,8 @@ class Stager:
         self.next_full = 0.0
         self.next_near = math.inf
         self._last_near = -math.inf
+        # The highest id seen by the pass before the last one, and by the last one.
+        self._waters = (0, 0)
         self.failure: BaseException | None = None
         self._failures = 0
         self._unstageable: set[int] = set()  # job ids already reported as unstageable
@@ -89,22 +95,27 @@ class Stager:
         self.now.set()
 
     def notified(self, payload: str) -> None:
-        """A job became pending: plan a near pass, unless the next full pass is soon enough
-        for the earliest job the notification names."""
-        due = self._due_at(payload)
+        """Jobs were inserted: plan a near pass, unless the next full pass is soon enough for
+        the earliest of them (see the module docstring)."""
+        run_at = notified_run_at(payload)
+        if run_at is None:
+            return  # old ids made pending again: only a full pass reads them
+        due = self._due_at(run_at)
         with self._plan:
             if due is not None and due - NEAR_MARGIN >= self.next_full + NEAR_MARGIN:
                 return
-            at = max(self._last_near + NEAR_GAP, -math.inf if due is None else due - NEAR_MARGIN)
+            # As late as is safe: the pass then reads every job inserted meanwhile too.
+            at = self._last_near + NEAR_GAP
+            if due is not None:
+                at = max(at, due - NEAR_MARGIN)
             if at < self.next_near:
                 self.next_near = at
                 self.now.set()
 
-    def _due_at(self, payload: str) -> float | None:
-        """When, on the local monotonic clock, the earliest job of a notification is due;
-        None when it does not say (or the database clock is not known yet)."""
-        run_at = notified_run_at(payload)
-        if run_at is None or not self.led.clock.known:
+    def _due_at(self, run_at: float) -> float | None:
+        """When, on the local monotonic clock, a job due at `run_at` (seconds since the epoch
+        on the database clock) is due; None before the database clock was first read."""
+        if not self.led.clock.known:
             return None
         return self.led.clock.deadline(math.ceil(run_at * 1000))
 
@@ -156,11 +167,8 @@ class Stager:
                 self.next_near = math.inf  # a full pass reads what a near one would
             if near:
                 self._last_near = now
-        if full:
-            self._stage(horizon=self.options.horizon, full=True)
-        elif near:
-            # Up to the next full pass, and a margin: it stages whatever is due before then.
-            self._stage(horizon=self.next_full - now + 2 * NEAR_MARGIN, full=False)
+        if full or near:
+            self._stage(full=full)
 
     def listen(self, stop: threading.Event) -> None:
         """Thread: a job became pending somewhere; stage the new ones now, not at the pass."""
@@ -182,32 +190,32 @@ class Stager:
 
     # -- staging --------------------------------------------------------------------------
 
-    def _stage(self, *, horizon: float, full: bool) -> None:
+    def _stage(self, *, full: bool) -> None:
         with self.led.lock:
             acting = {p.number: p for p in self.led.acting()}
         if not acting:
             return
         seen: set[int] = set()
-        cursor = 0
+        cursor = 0 if full else self._waters[0]
         while True:
-            rows = self._candidates(sorted(acting), cursor, horizon)
+            rows = self._candidates(sorted(acting), cursor)
             if rows is None:
                 return
             self._stage_rows(acting, rows, seen)
             if len(rows) < self.options.stage_batch:
                 break
             cursor = rows[-1].id
+        last = self._waters[1]
+        self._waters = (last, max(last, max(seen, default=last)))
         if full:
             with self.led.lock:
                 self._prune([p for p in acting.values() if self.led.still_leads(p)], seen)
 
-    def _candidates(
-        self, partitions: Sequence[int], after_id: int, horizon: float
-    ) -> list[StageRow] | None:
+    def _candidates(self, partitions: Sequence[int], after_id: int) -> list[StageRow] | None:
         params = JobStageParams(
             partitions=partitions,
             partition_count=self.options.partitions,
-            horizon=timedelta(seconds=max(0.0, horizon)),
+            horizon=timedelta(seconds=self.options.horizon),
             after_id=after_id,
             limit=self.options.stage_batch,
         )
