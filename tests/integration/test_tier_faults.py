@@ -4,11 +4,11 @@ can lapse between two turns exactly where a fault needs them to."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-import json
-import math
 from typing import Any
 
 import psycopg
@@ -431,7 +431,7 @@ def test_a_notification_asks_for_a_near_pass_only_when_the_full_one_is_too_late(
 def test_a_job_whose_insert_commits_after_a_later_one_is_found_by_a_near_pass(
     rig: Rig, pg_dsn: str
 ) -> None:
-    rig.elector.epochs = {p: 1 for p in range(PARTITIONS)}
+    rig.elector.epochs = dict.fromkeys(range(PARTITIONS), 1)
     rig.turn()
     with psycopg.connect(pg_dsn) as slow:
         slow_id = _enqueue_in(rig.app, slow)  # takes its id, commits later
