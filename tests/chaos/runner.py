@@ -426,12 +426,17 @@ class Run:
         if self.scenario.finale is not None:
             getattr(self, self.scenario.finale)()
 
+    # Queues whose jobs are never meant to run (no worker reads them): not waited for.
+    unserved: tuple[str, ...] = ()
+
     def _settle(self) -> None:
         def settled() -> bool:
             with psycopg.connect(self.dsn) as conn:
                 row = conn.execute(
                     "SELECT count(*) FROM chronoq_jobs "
                     "WHERE status NOT IN ('done', 'dead', 'cancelled', 'skipped')"
+                    " AND queue <> ALL(%s)",
+                    (list(self.unserved),),
                 ).fetchone()
             return row is not None and row[0] == 0
 

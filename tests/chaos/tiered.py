@@ -139,6 +139,7 @@ class TieredRun(Run):
         self._network = Network() if network_faults else None
         self._links: dict[int, SchedulerLinks] = {}
         self.rebuilt = False
+        self.unserved = (UNREAD_QUEUE,) if scenario.unread else ()
 
     # -- the fleet --------------------------------------------------------------------------
 
