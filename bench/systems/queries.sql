@@ -245,3 +245,7 @@ SELECT coalesce(max(id), 0) FROM chronoq_jobs
 
 -- name: fleet_preload
 SHOW shared_preload_libraries
+
+-- name: claim_head_staged
+-- The claim-head benchmark's claim by id: the pending jobs' ids and lease tokens in id order.
+SELECT id, lease_token FROM chronoq_jobs WHERE status = 'pending' ORDER BY id

@@ -39,3 +39,35 @@ def test_every_mark_is_sampled_and_the_vacuum_reported() -> None:
     )
     assert len(results["samples"]) == 3
     assert "| 100 |" in text and "after a VACUUM" in text
+
+
+def test_the_claim_by_id_is_sampled_beside_the_db_claim() -> None:
+    admin = _admin_dsn()
+    try:
+        psycopg.connect(admin, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        _missing_service(f"PostgreSQL not reachable at CHRONOQ_TEST_PG_DSN: {exc}")
+    runs = [
+        measure(
+            finished=100,
+            marks=(0, 100),
+            batch=10,
+            claims=3,
+            admin=admin,
+            database=f"chronoq_claim_head_{uuid.uuid4().hex[:10]}",
+            claim=claim,
+        )
+        for claim in ("db", "ids")
+    ]
+    by_id, _ = runs[1]
+    # The claim by id starts jobs as the db claim does: the same marks are reached.
+    assert [s.claimed_since_vacuum for s in by_id] == [0, 100, 0]
+    assert all(s.claim_ms > 0 for s in by_id)
+    text, results = report(
+        *runs[0],
+        {"finished": 100, "batch": 10, "claims": 3}
+        | {"machine": "test", "date": "today", "commit": "HEAD"},
+        runs[1],
+    )
+    assert len(results["by_id"]["samples"]) == 3
+    assert "claim by id, ms" in text and text.count("| 100 |") == 1
