@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -108,7 +108,16 @@ class Inputs:
     window_s: float = 20.0
     finish_timeout_s: float = 60.0
     top: int = 12  # statements listed per mode and fleet
+    # spread: each job due at its own instant, evenly at the offered rate; tick: the jobs of one
+    # enqueue call (a tick of TICK seconds) all due at one instant, TICK apart.
+    due: str = "spread"
     quick: bool = False
+
+    def due_at(self, first: float, n: int, rate: float) -> float:
+        """When the stream's job `n` falls due, `first` being the first job's instant."""
+        if self.due == "tick":
+            return first + math.floor(n / rate / TICK) * TICK
+        return first + n / rate
 
     def capacity(self, size: Size) -> float:
         """Jobs/s the slots can run: slots / mean sleep."""
@@ -288,17 +297,6 @@ def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
         )
 
 
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @contextmanager
 def started(stack: Stack, dispatch: str, size: Size, work: Path) -> Iterator[Fleet]:
     env = _env(stack, dispatch)
@@ -313,8 +311,9 @@ def started(stack: Stack, dispatch: str, size: Size, work: Path) -> Iterator[Fle
             scheduler = _spawn(["scheduler"], env, work / f"fleet-{tag}-s.log")
         yield Fleet(stack, workers, scheduler, pid_of(stack.etcd) if stack.etcd else None)
     finally:
-        _stop(scheduler)
-        _stop(workers)
+        if scheduler is not None:
+            services.end(scheduler, timeout=60)
+        services.end(workers, timeout=60)
 
 
 def wait_ready(
@@ -396,7 +395,7 @@ def stream(
                 JobSpec(
                     fleet_app.TASK,
                     {"ms": rng.randint(lo, hi)},
-                    run_at=datetime.fromtimestamp(first + n / rate, UTC),
+                    run_at=datetime.fromtimestamp(inputs.due_at(first, n, rate), UTC),
                 )
                 for n in range(done, upto)
             )
@@ -440,7 +439,9 @@ def run_once(stack: Stack, size: Size, dispatch: str, inputs: Inputs, work: Path
             late = [float(r[0]) for r in db_watch.execute(Q["fleet_lateness"], window)]
     finally:
         app.close()
-    window_jobs = sum(1 for n in range(jobs) if window_start <= first + n / rate < window["end"])
+    window_jobs = sum(
+        1 for n in range(jobs) if window_start <= inputs.due_at(first, n, rate) < window["end"]
+    )
     return Run(
         size,
         dispatch,
@@ -478,7 +479,7 @@ def summarise(run: Run, top: int) -> dict[str, Any]:
             total[0] += after.calls - before.calls
             total[1] += after.exec_ms - before.exec_ms
             total[2] += after.rows - before.rows
-    statements = [
+    statements: list[dict[str, Any]] = [
         {
             "name": name,
             "toplevel": toplevel,
@@ -524,6 +525,7 @@ def summarise(run: Run, top: int) -> dict[str, Any]:
 
 def measure(inputs: Inputs, log: Any = print) -> dict[str, Any]:
     work = temporary_work_dir()
+    sizes = inputs.sizes
     rows = []
     began = time.monotonic()
     load_before = Path("/proc/loadavg").read_text().split()[:3]
@@ -541,7 +543,7 @@ def measure(inputs: Inputs, log: Any = print) -> dict[str, Any]:
     except services.ServiceMissing as exc:
         return {"skipped": str(exc)}
     return {
-        "inputs": asdict(inputs) | {"sizes": [s.label for s in inputs.sizes]},
+        "inputs": asdict(inputs) | {"sizes": [f"{s.processes}x{s.concurrency}" for s in sizes]},
         "tier": {"partitions": PARTITIONS, **_tier_defaults()},
         "statements_source": f"pg_stat_statements (shared_preload_libraries = {preload})",
         "load_before": load_before,
@@ -586,6 +588,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-rate", type=float, default=1_000.0, help="jobs/s at most")
     parser.add_argument("--warm-up", type=float, default=8.0, help="seconds before the window")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
+    parser.add_argument(
+        "--due",
+        choices=("spread", "tick"),
+        default="spread",
+        help="spread: each job due at its own instant (default); tick: the jobs of one enqueue "
+        f"call ({TICK * 1000:.0f} ms of the stream) due at one instant",
+    )
     parser.add_argument("--quick", action="store_true", help="one tiny fleet, a short window")
     parser.add_argument("--out", type=Path, help="where the report goes (default bench/)")
     args = parser.parse_args(argv)
@@ -599,6 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_rate=args.max_rate,
             warm_up_s=args.warm_up,
             window_s=args.window,
+            due=args.due,
         )
     stamp = lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)  # noqa: E731
     result = measure(inputs, stamp)

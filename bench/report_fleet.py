@@ -12,6 +12,10 @@ from bench.report_tiered import _one, _pairs, _table
 GOAL_SLOTS = 256
 GOAL_CPU_RATIO = 0.7
 GOAL_P99_MS = 20.0
+DUE = {
+    "spread": "each job due at an instant of its own (evenly at the offered rate)",
+    "tick": "the jobs of each enqueue call (50 ms of the stream) due at one instant",
+}
 
 
 def _ratio(tier: float, db: float) -> str:
@@ -55,6 +59,7 @@ def goal(rows: list[dict[str, Any]]) -> list[str]:
 def markdown(result: dict[str, Any], chart: str | None = None) -> str:
     inputs, rows, machine = result["inputs"], result["rows"], result["machine"]
     lo, hi = inputs["sleep_ms"]
+    due = inputs.get("due", "spread")
     busy = ", ".join(
         f"{r['fleet']} {r['dispatch']} {r['machine_busy_cores']:.2f} "
         f"({r['machine_busy_cores'] - r['figure_cores']:+.2f} not ours)"
@@ -63,7 +68,8 @@ def markdown(result: dict[str, Any], chart: str | None = None) -> str:
     lines = [
         "# Figure 11: a fleet, tiered against db dispatch",
         "",
-        f"`python -m bench.fleet --sizes {','.join(inputs['sizes'])}` on {machine['cpu']}, "
+        f"`python -m bench.fleet --sizes {','.join(inputs['sizes'])} --due {due}` on "
+        f"{machine['cpu']}, "
         f"{machine['cores']} cores, PostgreSQL {machine['postgres']}, Redis {machine['redis']}, "
         f"chronoq commit {machine['chronoq_commit']}; {result['seconds']:,.0f} s. Each fleet "
         f"and mode once, on private servers: `chronoq worker --processes P --concurrency C` "
@@ -71,8 +77,9 @@ def markdown(result: dict[str, Any], chart: str | None = None) -> str:
         f"stage horizon {result['tier']['stage_horizon_s']:g} s, leader TTL "
         f"{result['tier']['leader_ttl_s']:g} s: the defaults), async jobs sleeping {lo}–{hi} ms, "
         f"offered at {inputs['load']:g} of the slots' capacity (at most "
-        f"{inputs['max_rate']:,.0f}/s), each enqueued {inputs['lead_s']:g} s before it falls "
-        f"due; measured over {inputs['window_s']:g} s after {inputs['warm_up_s']:g} s of warm-up "
+        f"{inputs['max_rate']:,.0f}/s), {DUE[due]}, each enqueued about {inputs['lead_s']:g} s "
+        f"before it falls due; measured over {inputs['window_s']:g} s after "
+        f"{inputs['warm_up_s']:g} s of warm-up "
         f"(ANALYZE half-way through it). Statements: {result['statements_source']}, top-level "
         "only.",
         "",

@@ -138,7 +138,7 @@ def redis_server() -> Iterator[tuple[str, int]]:
         _wait(lambda: _listening(port), "redis-server")
         yield f"redis://127.0.0.1:{port}/0", proc.pid
     finally:
-        _end(proc)
+        end(proc)
 
 
 @contextlib.contextmanager
@@ -163,7 +163,7 @@ def etcd_member() -> Iterator[str]:
         _wait(lambda: _healthy(client), "etcd")
         yield client
     finally:
-        _end(proc)
+        end(proc)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -180,11 +180,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _end(proc: subprocess.Popen[bytes]) -> None:
+def end(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within `timeout` seconds."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(10)
+            proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
