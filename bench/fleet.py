@@ -110,6 +110,7 @@ class Inputs:
     window_s: float = 20.0
     finish_timeout_s: float = 60.0
     top: int = 12  # statements listed per mode and fleet
+    track_planning: bool = False  # pg_stat_statements times planning too (some overhead)
     # spread: each job due at its own instant, evenly at the offered rate; tick: the jobs of one
     # enqueue call (a tick of TICK seconds) all due at one instant, TICK apart.
     due: str = "spread"
@@ -169,6 +170,8 @@ class Statement:
     calls: int
     exec_ms: float
     rows: int
+    plans: int
+    plan_ms: float
     query: str
 
 
@@ -216,8 +219,10 @@ def read(fleet: Fleet, watch: psycopg.Connection[Any]) -> Reading:
     seconds = fleet.cpu()
     watch.execute(Q["flush_stats"])
     statements = {
-        (int(qid), bool(top)): Statement(int(calls), float(ms), int(rows), str(query))
-        for qid, top, calls, ms, rows, query in watch.execute(
+        (int(qid), bool(top)): Statement(
+            int(calls), float(ms), int(rows), int(plans), float(plan_ms), str(query)
+        )
+        for qid, top, calls, ms, rows, plans, plan_ms, query in watch.execute(
             Q["fleet_statements"], {"db": DATABASE}
         )
     }
@@ -475,12 +480,14 @@ def summarise(run: Run, top: int) -> dict[str, Any]:
     # process, or once nested and once not, has an entry of each in pg_stat_statements).
     deltas: dict[tuple[str, bool], list[float]] = {}
     for key, after in run.end.statements.items():
-        before = run.start.statements.get(key, Statement(0, 0.0, 0, after.query))
+        before = run.start.statements.get(key, Statement(0, 0.0, 0, 0, 0.0, after.query))
         if after.calls > before.calls:
-            total = deltas.setdefault((statement_name(after.query), key[1]), [0, 0.0, 0])
+            total = deltas.setdefault((statement_name(after.query), key[1]), [0, 0.0, 0, 0, 0.0])
             total[0] += after.calls - before.calls
             total[1] += after.exec_ms - before.exec_ms
             total[2] += after.rows - before.rows
+            total[3] += after.plans - before.plans
+            total[4] += after.plan_ms - before.plan_ms
     statements: list[dict[str, Any]] = [
         {
             "name": name,
@@ -489,8 +496,11 @@ def summarise(run: Run, top: int) -> dict[str, Any]:
             "exec_us_per_job": round(exec_ms * 1e3 / jobs, 2),
             "rows_per_call": round(rows / calls, 2),
             "exec_us_per_call": round(exec_ms * 1e3 / calls, 1),
+            # With track_planning only: plans per call, and planning time per job.
+            "plans_per_call": round(plans / calls, 3),
+            "plan_us_per_job": round(plan_ms * 1e3 / jobs, 2),
         }
-        for (name, toplevel), (calls, exec_ms, rows) in deltas.items()
+        for (name, toplevel), (calls, exec_ms, rows, plans, plan_ms) in deltas.items()
     ]
     statements.sort(key=lambda s: -s["exec_us_per_job"])
     toplevel = [s for s in statements if s["toplevel"]]
@@ -532,7 +542,7 @@ def measure(inputs: Inputs, log: Any = print) -> dict[str, Any]:
     began = time.monotonic()
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     try:
-        with stack() as servers:
+        with stack(inputs.track_planning) as servers:
             with psycopg.connect(servers.pg.admin_dsn, autocommit=True) as conn:
                 preload = str(scalar(conn, "fleet_preload"))
             machine = describe(servers.pg.admin_dsn, servers.redis_url)
@@ -547,7 +557,8 @@ def measure(inputs: Inputs, log: Any = print) -> dict[str, Any]:
     return {
         "inputs": asdict(inputs) | {"sizes": [f"{s.processes}x{s.concurrency}" for s in sizes]},
         "tier": {"partitions": PARTITIONS, **_tier_defaults()},
-        "statements_source": f"pg_stat_statements (shared_preload_libraries = {preload})",
+        "statements_source": f"pg_stat_statements (shared_preload_libraries = {preload}"
+        + (", track_planning = on)" if inputs.track_planning else ")"),
         "load_before": load_before,
         "load_after": Path("/proc/loadavg").read_text().split()[:3],
         "seconds": round(time.monotonic() - began, 1),
@@ -599,6 +610,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="spread: each job due at its own instant (default); tick: the jobs of one enqueue "
         f"call ({TICK * 1000:.0f} ms of the stream) due at one instant",
     )
+    parser.add_argument(
+        "--track-planning",
+        action="store_true",
+        help="pg_stat_statements times each statement's planning too (plans per call and "
+        "planning µs per job in the breakdown), at some cost to hot statements",
+    )
     parser.add_argument("--quick", action="store_true", help="one tiny fleet, a short window")
     parser.add_argument("--out", type=Path, help="where the report goes (default bench/)")
     args = parser.parse_args(argv)
@@ -613,6 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm_up_s=args.warm_up,
             window_s=args.window,
             due=args.due,
+            track_planning=args.track_planning,
         )
     stamp = lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)  # noqa: E731
     result = measure(inputs, stamp)

@@ -150,8 +150,10 @@ def markdown(result: dict[str, Any], chart: str | None = None) -> str:
             f"(PostgreSQL CPU {row['postgres_cpu_us_per_job']:,.0f} µs a job)",
             "",
         ]
+        planned = inputs.get("track_planning", False)
         lines += _table(
-            ["statement", "calls/job", "exec µs/job", "µs/call", "rows/call"],
+            ["statement", "calls/job", "exec µs/job", "µs/call", "rows/call"]
+            + (["plans/call", "planning µs/job"] if planned else []),
             [
                 [
                     f"`{s['name']}`" + ("" if s["toplevel"] else " (nested)"),
@@ -160,6 +162,11 @@ def markdown(result: dict[str, Any], chart: str | None = None) -> str:
                     f"{s['exec_us_per_call']:,.1f}",
                     f"{s['rows_per_call']:,.1f}",
                 ]
+                + (
+                    [f"{s.get('plans_per_call', 0):.2f}", f"{s.get('plan_us_per_job', 0):,.1f}"]
+                    if planned
+                    else []
+                )
                 for s in row["statements"]
             ],
         )

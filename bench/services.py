@@ -95,7 +95,9 @@ class Postgres:
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[Postgres]:
+def postgres(track_planning: bool = False) -> Iterator[Postgres]:
+    """The private cluster; `track_planning` has pg_stat_statements time each statement's
+    planning too (plans, total_plan_time), at some cost to hot statements."""
     root = Path(tempfile.mkdtemp(prefix="chronoq-bench-pg-"))
     server = Postgres(root, free_port())
     if os.geteuid() == 0:
@@ -108,6 +110,7 @@ def postgres() -> Iterator[Postgres]:
         f"-p {server.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} "
         "-c max_connections=400 -c shared_preload_libraries=pg_stat_statements "
         "-c pg_stat_statements.track=all"
+        + (" -c pg_stat_statements.track_planning=on" if track_planning else "")
     )
     pg_ctl = str(_pg_bin("pg_ctl"))
     start = [pg_ctl, "-D", str(server.data), "-l", str(root / "log"), "-o", options, "-w"]

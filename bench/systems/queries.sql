@@ -212,7 +212,9 @@ VACUUM chronoq_jobs
 
 -- name: fleet_statements
 -- Figure 11: every statement pg_stat_statements has counted in one database so far.
-SELECT s.queryid, s.toplevel, s.calls, s.total_exec_time, s.rows, s.query
+-- plans and total_plan_time stay 0 unless pg_stat_statements.track_planning is on.
+SELECT s.queryid, s.toplevel, s.calls, s.total_exec_time, s.rows, s.plans, s.total_plan_time,
+       s.query
 FROM pg_stat_statements AS s JOIN pg_database AS d ON d.oid = s.dbid
 WHERE d.datname = %(db)s
 
