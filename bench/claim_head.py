@@ -17,6 +17,13 @@ vacuum) it takes a CHECKPOINT and times `--sample` claims: the median round trip
 its backend's CPU per claim (/proc, over the whole sample). After the last mark it runs VACUUM
 (timed) and takes one more sample.
 
+`--claim ids` measures tiered dispatch's claim the same way: `job_claim_staged`, the claim by
+id a worker sends for the stream entries it read, given the next `--batch` pending jobs in id
+order with their lease tokens (read beforehand, as a partition leader staged them), then the same
+finish. It never walks the claim index, so what it shows is whether it pays for the jobs
+claimed since the last vacuum some other way. `--claim db,ids` (the default) runs both, each on a
+database of its own, and the report sets them side by side.
+
 Writes `claim_head.md` and `.json` beside this module (`--out DIR` elsewhere); `--smoke` runs a
 few hundred jobs and writes nowhere unless told.
 """
@@ -27,6 +34,7 @@ import argparse
 import statistics
 import sys
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,18 +67,41 @@ class Sample:
 
 
 class Drainer:
-    """One connection claiming and finishing with chronoq's statements."""
+    """One connection claiming and finishing with chronoq's statements: `job_claim` (db
+    dispatch) or, given the pending jobs' ids and tokens in the order to claim them,
+    `job_claim_staged` (tiered dispatch's claim by id)."""
 
-    def __init__(self, conn: psycopg.Connection[dict[str, Any]], batch: int) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[dict[str, Any]],
+        batch: int,
+        staged: tuple[array[int], array[int]] | None = None,
+    ) -> None:
         self.conn = conn
         self.backend = conn.info.backend_pid
         self.claimed = 0
+        self.batch = batch
         self.args = claim_args(batch, worker_id="claim-head")
+        self.staged = staged
+        self.next = 0  # the next staged job to claim
+
+    def _claim(self) -> list[dict[str, Any]]:
+        if self.staged is None:
+            return self.conn.execute(
+                Q["job_claim"], self.args, prepare=True, binary=True
+            ).fetchall()
+        ids, tokens = self.staged
+        taken = slice(self.next, self.next + self.batch)
+        self.next += self.batch
+        args = {k: v for k, v in self.args.items() if k not in ("queues", "limit")}
+        args |= {"ids": list(ids[taken]), "tokens": list(tokens[taken])}
+        rows = self.conn.execute(Q["job_claim_staged"], args, prepare=True, binary=True)
+        return [row for row in rows.fetchall() if row["verdict"] == "job"]
 
     def round(self) -> float:
         """Claim a batch and finish it; the claim's round trip, in seconds."""
         started = time.perf_counter()
-        rows = self.conn.execute(Q["job_claim"], self.args, prepare=True, binary=True).fetchall()
+        rows = self._claim()
         took = time.perf_counter() - started
         claimed = [row for row in rows if row["id"] is not None]
         if not claimed:
@@ -100,6 +131,17 @@ def fresh_database(admin: str, database: str, finished: int, pending: int) -> st
     return dsn
 
 
+def staged_jobs(dsn: str) -> tuple[array[int], array[int]]:
+    """The pending jobs' ids and lease tokens in id order: what a leader would stage."""
+    ids, tokens = array("q"), array("q")
+    with psycopg.connect(dsn) as conn, conn.cursor(name="staged") as cur:
+        cur.execute(BENCH_Q["claim_head_staged"])
+        for job_id, token in cur:
+            ids.append(job_id)
+            tokens.append(token)
+    return ids, tokens
+
+
 def measure(
     finished: int,
     marks: Sequence[int],
@@ -107,14 +149,17 @@ def measure(
     claims: int,
     admin: str,
     database: str = DATABASE,
+    claim: str = "db",
 ) -> tuple[list[Sample], float]:
-    """The samples at each mark and after a VACUUM, and the VACUUM's seconds."""
+    """The samples at each mark and after a VACUUM, and the VACUUM's seconds; `claim` is
+    `db` (job_claim) or `ids` (job_claim_staged)."""
     pending = marks[-1] + ((len(marks) + 1) * claims + WARM_UP) * batch
     dsn = fresh_database(admin, database, finished, pending)
     samples = []
     try:
+        staged = staged_jobs(dsn) if claim == "ids" else None
         with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
-            drainer = Drainer(conn, batch)
+            drainer = Drainer(conn, batch, staged)
             # The first executions plan the claim anew each time (psycopg prepares it at the
             # fifth, and PostgreSQL settles on its generic plan after five more): warmed up,
             # then vacuumed, so the first mark measures the claim as a worker runs it.
@@ -149,9 +194,15 @@ def _line(sample: Sample) -> str:
 
 
 def report(
-    samples: Sequence[Sample], vacuum_s: float, settings: dict[str, Any]
+    samples: Sequence[Sample],
+    vacuum_s: float,
+    settings: dict[str, Any],
+    by_id: tuple[Sequence[Sample], float] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    first = samples[0]
+    """The table of one claim's samples; with `by_id` (the claim by id's samples and VACUUM),
+    both side by side, row by row."""
+    since_header = "| jobs claimed since the last vacuum "
+    columns = "| claim, ms | server CPU a claim, ms | against the first "
     lines = [
         "# What the jobs claimed since the last vacuum cost each claim",
         "",
@@ -161,24 +212,46 @@ def report(
         f"autovacuum off for the table; each row is {settings['claims']} claims after a "
         "CHECKPOINT: the median round trip of one and the backend's CPU per claim.",
         "",
-        "| jobs claimed since the last vacuum | claim, ms | server CPU a claim, ms | "
-        "against the first |",
-        "|---|---:|---:|---:|",
     ]
-    for sample in samples:
+    if by_id is None:
+        lines += [since_header + columns + "|", "|---|---:|---:|---:|"]
+    else:
+        lines += [
+            "db dispatch's `job_claim` (the due jobs from the left of the claim index), then "
+            "tiered dispatch's claim by id, `job_claim_staged` (the next jobs in id order with "
+            "their lease tokens, as a leader stages them), each on a database of its own.",
+            "",
+            since_header + columns + columns.replace("| claim,", "| claim by id,") + "|",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+    others = list(by_id[0]) if by_id else []
+    for n, sample in enumerate(samples):
         since = (
             f"{sample.claimed_since_vacuum:,}"
             if sample.label == "no vacuum since"
             else f"0, after a VACUUM of {vacuum_s:.2f} s"
+            + (f" ({by_id[1]:.2f} s by id)" if by_id else "")
         )
-        ratio = sample.claim_ms / first.claim_ms if first.claim_ms else float("nan")
-        lines.append(f"| {since} | {sample.claim_ms:.2f} | {sample.server_ms:.2f} | {ratio:.2f}× |")
-    results = {
+        cells = [since, *_cells(sample, samples[0])]
+        if others:
+            cells += _cells(others[n], others[0])
+        lines.append("| " + " | ".join(cells) + " |")
+    results: dict[str, Any] = {
         "settings": settings,
         "vacuum_s": vacuum_s,
         "samples": [asdict(sample) for sample in samples],
     }
+    if by_id:
+        results["by_id"] = {
+            "vacuum_s": by_id[1],
+            "samples": [asdict(sample) for sample in by_id[0]],
+        }
     return "\n".join(lines) + "\n", results
+
+
+def _cells(sample: Sample, first: Sample) -> list[str]:
+    ratio = sample.claim_ms / first.claim_ms if first.claim_ms else float("nan")
+    return [f"{sample.claim_ms:.2f}", f"{sample.server_ms:.2f}", f"{ratio:.2f}×"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,14 +261,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=100, help="claims timed at each mark")
     parser.add_argument("--smoke", action="store_true", help="a few hundred jobs")
     parser.add_argument("--out", type=Path, help="where the report goes (default bench/)")
+    parser.add_argument(
+        "--claim",
+        default="db,ids",
+        choices=("db", "ids", "db,ids"),
+        help="db: job_claim; ids: tiered's job_claim_staged; db,ids: both (default)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         finished, marks, batch, claims = 200, (0, 200), 10, 5
     else:
         finished, marks, batch, claims = args.finished, MARKS, args.batch, args.sample
-    samples, vacuum_s = measure(finished, marks, batch, claims, admin_dsn())
-    settings = run_settings(admin_dsn(), finished=finished, batch=batch, claims=claims)
-    text, results = report(samples, vacuum_s, settings)
+    runs = {
+        claim: measure(finished, marks, batch, claims, admin_dsn(), claim=claim)
+        for claim in args.claim.split(",")
+    }
+    settings = run_settings(
+        admin_dsn(), finished=finished, batch=batch, claims=claims, claim=args.claim
+    )
+    first, *rest = runs.values()
+    text, results = report(*first, settings, rest[0] if rest else None)
     print(text)
     write_report(
         args.out if args.out else (None if args.smoke else HERE), "claim_head", text, results

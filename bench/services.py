@@ -95,7 +95,9 @@ class Postgres:
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[Postgres]:
+def postgres(track_planning: bool = False) -> Iterator[Postgres]:
+    """The private cluster; `track_planning` has pg_stat_statements time each statement's
+    planning too (plans, total_plan_time), at some cost to hot statements."""
     root = Path(tempfile.mkdtemp(prefix="chronoq-bench-pg-"))
     server = Postgres(root, free_port())
     if os.geteuid() == 0:
@@ -108,6 +110,7 @@ def postgres() -> Iterator[Postgres]:
         f"-p {server.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} "
         "-c max_connections=400 -c shared_preload_libraries=pg_stat_statements "
         "-c pg_stat_statements.track=all"
+        + (" -c pg_stat_statements.track_planning=on" if track_planning else "")
     )
     pg_ctl = str(_pg_bin("pg_ctl"))
     start = [pg_ctl, "-D", str(server.data), "-l", str(root / "log"), "-o", options, "-w"]
@@ -138,7 +141,7 @@ def redis_server() -> Iterator[tuple[str, int]]:
         _wait(lambda: _listening(port), "redis-server")
         yield f"redis://127.0.0.1:{port}/0", proc.pid
     finally:
-        _end(proc)
+        end(proc)
 
 
 @contextlib.contextmanager
@@ -163,7 +166,7 @@ def etcd_member() -> Iterator[str]:
         _wait(lambda: _healthy(client), "etcd")
         yield client
     finally:
-        _end(proc)
+        end(proc)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -180,11 +183,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _end(proc: subprocess.Popen[bytes]) -> None:
+def end(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within `timeout` seconds."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(10)
+            proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

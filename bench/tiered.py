@@ -69,9 +69,9 @@ class Stack:
 
 
 @contextmanager
-def stack() -> Iterator[Stack]:
+def stack(track_planning: bool = False) -> Iterator[Stack]:
     with ExitStack() as held:
-        pg = held.enter_context(services.postgres())
+        pg = held.enter_context(services.postgres(track_planning))
         url, redis_pid = held.enter_context(services.redis_server())
         etcd = held.enter_context(services.etcd_member())
         with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:

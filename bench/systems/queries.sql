@@ -209,3 +209,45 @@ FROM generate_series(1, %(count)s)
 
 -- name: claim_head_vacuum
 VACUUM chronoq_jobs
+
+-- name: fleet_statements
+-- Figure 11: every statement pg_stat_statements has counted in one database so far.
+-- plans and total_plan_time stay 0 unless pg_stat_statements.track_planning is on.
+SELECT s.queryid, s.toplevel, s.calls, s.total_exec_time, s.rows, s.plans, s.total_plan_time,
+       s.query
+FROM pg_stat_statements AS s JOIN pg_database AS d ON d.oid = s.dbid
+WHERE d.datname = %(db)s
+
+-- name: fleet_processes
+-- Figure 11: processes of one kind registered, running and refreshing their row.
+SELECT count(*) FROM chronoq_processes
+WHERE kind = %(kind)s AND stopped_at IS NULL AND expires_at > clock_timestamp()
+
+-- name: fleet_finished
+-- Figure 11: the stream's jobs (ids above `after`) finished so far.
+SELECT count(*) FROM chronoq_jobs WHERE id > %(after)s AND status = 'done'
+
+-- name: fleet_outcome
+-- Figure 11: of the stream's jobs, how many finished, how many were started more than once,
+-- how many there are.
+SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE attempts > 1), count(*)
+FROM chronoq_jobs WHERE id > %(after)s
+
+-- name: fleet_lateness
+-- Figure 11: started_at - run_at, seconds, of the stream's jobs due within the window.
+SELECT extract(epoch FROM started_at - run_at)::float8 FROM chronoq_jobs
+WHERE id > %(after)s AND status = 'done'
+  AND run_at >= to_timestamp(%(start)s) AND run_at < to_timestamp(%(end)s)
+
+-- name: fleet_analyze
+ANALYZE chronoq_jobs
+
+-- name: fleet_max_id
+SELECT coalesce(max(id), 0) FROM chronoq_jobs
+
+-- name: fleet_preload
+SHOW shared_preload_libraries
+
+-- name: claim_head_staged
+-- The claim-head benchmark's claim by id: the pending jobs' ids and lease tokens in id order.
+SELECT id, lease_token FROM chronoq_jobs WHERE status = 'pending' ORDER BY id
