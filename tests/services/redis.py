@@ -68,7 +68,7 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -80,7 +80,7 @@ class PrivateRedis:
     def __init__(self, binary: str, directory: Path) -> None:
         self.binary = binary
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -9,7 +9,9 @@ Failures of later calls are translated by `redis_errors`:
 
 ```
 StoreError                     (chronoq.errors)
-├── RedisUnavailable           Redis cannot be reached or did not answer in time: retry later
+├── RedisUnavailable           Redis cannot be reached, did not answer in time, or cannot take
+│                              writes for now (READONLY: a replica, before or during a
+│                              failover; LOADING; MASTERDOWN; UNBLOCKED): retry later
 └── (StoreError itself)        Redis answered with an error the caller did not expect
 ```
 """
@@ -129,15 +131,37 @@ def where(client: redis.Redis) -> str:
     return f"redis://{host}:{port}/{db}"
 
 
+# Errors that pass once Redis is back or a replica has been promoted: the caller retries later.
+_UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.ConnectionError,  # BusyLoadingError (LOADING) too
+    redis.TimeoutError,
+    redis.ReadOnlyError,  # READONLY: the server is a replica (a failover has not finished)
+)
+
+
+# Replies that say the same: a replica whose master link is down, a blocked read ended because
+# the server turned into a replica.
+_UNAVAILABLE_REPLIES = ("MASTERDOWN", "UNBLOCKED")
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for a failure that passes by itself: Redis down, slow, loading, or read-only."""
+    return isinstance(exc, _UNAVAILABLE) or str(exc).startswith(_UNAVAILABLE_REPLIES)
+
+
+def translate(client: redis.Redis, doing: str, exc: Exception) -> StoreError:
+    """The StoreError for `exc`, raised while `doing`: RedisUnavailable when it passes by
+    itself (see `is_unavailable`), a plain StoreError otherwise."""
+    if is_unavailable(exc):
+        return RedisUnavailable(f"Redis not reachable at {where(client)} to {doing}: {reason(exc)}")
+    return StoreError(f"Redis failed to {doing}: {reason(exc)}")
+
+
 @contextmanager
 def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
-    """Raise RedisUnavailable for a connection that failed or timed out while `doing`, and
-    StoreError for any other error of Redis."""
+    """Raise RedisUnavailable for a Redis that failed, timed out or could not take writes
+    while `doing`, and StoreError for any other error of Redis."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailable(
-            f"Redis not reachable at {where(client)} to {doing}: {reason(exc)}"
-        ) from exc
     except redis.RedisError as exc:
-        raise StoreError(f"Redis failed to {doing}: {reason(exc)}") from exc
+        raise translate(client, doing, exc) from exc

@@ -39,14 +39,14 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
 from redis.typing import KeyT, StreamIdT
 
 from chronoq.tier.ports import Delivery
-from chronoq.tier.redis.connection import redis_errors
+from chronoq.tier.redis.connection import redis_errors, translate
 from chronoq.tier.redis.keys import check_partition, check_prefix, check_queue, partition_keys
 from chronoq.tier.redis.replies import as_list, text
 
@@ -54,6 +54,9 @@ log = logging.getLogger("chronoq.dispatch")
 
 DEFAULT_GROUP = "chronoq"
 BLOCK_MARGIN = 1.0  # seconds a blocking read ends before the socket would time out
+# A read that meets NOGROUP: create the named stream's group and retry; meet it again, create
+# every group and retry once more; a third NOGROUP is an error.
+_READ_ATTEMPTS = 3
 
 
 class RedisStreamReader:
@@ -84,16 +87,28 @@ class RedisStreamReader:
     def streams(self) -> list[str]:
         return list(self._streams)
 
-    def ensure_groups(self) -> None:
-        """Create the group on every stream (from id 0, creating the stream too); a group that
-        exists already is left as it is."""
-        with redis_errors(self.client, "create the consumer groups"):
+    def ensure_groups(self, streams: Iterable[str] | None = None) -> None:
+        """Create the group on `streams` (default: every stream), from id 0, creating the stream
+        too; a group that exists already is left as it is."""
+        doing = "create the consumer groups"
+        chosen = list(self._streams if streams is None else streams)
+        replies = self._each_stream(
+            doing, chosen, lambda pipe, stream: pipe.xgroup_create(stream, self.group, "0", True)
+        )
+        for reply in replies:
+            if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
+                raise translate(self.client, doing, reply) from reply
+
+    def _each_stream(
+        self, doing: str, streams: Sequence[str], command: Callable[[Any, str], object]
+    ) -> list[Any]:
+        """`command(pipeline, stream)` for each of `streams` in one pipeline: the replies in
+        order, an error reply in its place as an exception; a failed pipeline raises StoreError."""
+        with redis_errors(self.client, doing):
             pipe = self.client.pipeline(transaction=False)
-            for stream in self._streams:
-                pipe.xgroup_create(stream, self.group, id="0", mkstream=True)
-            for reply in pipe.execute(raise_on_error=False):
-                if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
-                    raise reply
+            for stream in streams:
+                command(pipe, stream)
+            return list(pipe.execute(raise_on_error=False))
 
     def read(self, count: int, block: float) -> list[Delivery]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -123,14 +138,16 @@ class RedisStreamReader:
             by_stream.setdefault(self._stream_of(delivery), []).append(delivery.entry_id)
         if not by_stream:
             return
-        with redis_errors(self.client, "acknowledge stream entries"):
-            pipe = self.client.pipeline(transaction=False)
-            for stream, ids in by_stream.items():
-                pipe.xack(stream, self.group, *ids)
-            for reply in pipe.execute(raise_on_error=False):
-                # NOGROUP: Redis lost the group, and with it every pending entry: nothing to ack.
-                if isinstance(reply, Exception) and not _is_nogroup(reply):
-                    raise reply
+        doing = "acknowledge stream entries"
+        replies = self._each_stream(
+            doing,
+            list(by_stream),
+            lambda pipe, stream: pipe.xack(stream, self.group, *by_stream[stream]),
+        )
+        for reply in replies:
+            # NOGROUP: Redis lost the group, and with it every pending entry: nothing to ack.
+            if isinstance(reply, Exception) and not _is_nogroup(reply):
+                raise translate(self.client, doing, reply) from reply
 
     def close(self) -> None:
         """Leave the group where this consumer holds nothing pending (a consumer with pending
@@ -155,25 +172,43 @@ class RedisStreamReader:
         return max(1, math.ceil(block * 1000)) if block > 0 else None
 
     def _read_new(self, count: int, block_ms: int | None) -> list[Delivery]:
+        """One XREADGROUP over every stream. A NOGROUP reply names one stream whose group is
+        gone: its group is created and the read tried again; a second NOGROUP means more were
+        lost (a restart, a flush), and every group is created, once, before the last try."""
         streams: dict[KeyT, StreamIdT] = dict.fromkeys(self._streams, ">")
-        with redis_errors(self.client, "read the streams"):
+        doing = "read the streams"
+        for attempt in range(_READ_ATTEMPTS):
             try:
                 reply = self.client.xreadgroup(
                     self.group, self.consumer, streams, count=count, block=block_ms
                 )
-            except redis.ResponseError as exc:
-                if not _is_nogroup(exc):
-                    raise
-                log.warning(
-                    "consumer groups are gone (Redis restarted empty or was flushed):"
-                    " creating them again",
-                    extra={"action": "tier.read", "group": self.group},
-                )
-                self.ensure_groups()
-                reply = self.client.xreadgroup(
-                    self.group, self.consumer, streams, count=count, block=block_ms
-                )
-        return self._deliveries(_stream_entries(reply))
+            except redis.RedisError as exc:
+                if not _is_nogroup(exc) or attempt == _READ_ATTEMPTS - 1:
+                    raise translate(self.client, doing, exc) from exc
+                self._recreate_lost_group(str(exc), only_named=attempt == 0)
+                continue
+            return self._deliveries(_stream_entries(reply))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _recreate_lost_group(self, message: str, *, only_named: bool) -> None:
+        named = self._stream_named(message)
+        lost = [named] if only_named and named is not None else None
+        log.warning(
+            "consumer group %s is gone from %s (Redis restarted empty, failed over to an empty"
+            " replica, or was flushed): creating it again",
+            self.group,
+            lost[0] if lost else "the streams",
+            extra={"action": "tier.read", "group": self.group},
+        )
+        self.ensure_groups(lost)
+
+    def _stream_named(self, message: str) -> str | None:
+        """The stream a NOGROUP error names ("NOGROUP No such key '<stream>' or consumer group
+        ..."), when it is one of ours and readable in the message."""
+        for stream in self._streams:
+            if f"key '{stream}' or consumer group" in message:
+                return stream
+        return None
 
     def _claim_orphans(self, count: int) -> list[Delivery]:
         """Entries idle past claim_idle (their consumer died or hung), at most every
@@ -187,22 +222,32 @@ class RedisStreamReader:
         return found
 
     def _autoclaim(self, count: int) -> list[tuple[str, list[Any]]]:
+        """XAUTOCLAIM on every stream in one pipeline. Streams that answer NOGROUP get their
+        group back (only those, once per round) and are walked from the start next round."""
         idle_ms = max(1, math.ceil(self.claim_idle * 1000))
-        with redis_errors(self.client, "claim idle stream entries"):
-            pipe = self.client.pipeline(transaction=False)
-            for stream, start in self._claim_from.items():
-                pipe.xautoclaim(stream, self.group, self.consumer, idle_ms, start, count=count)
-            replies = pipe.execute(raise_on_error=False)
+        doing = "claim idle stream entries"
+        streams = list(self._claim_from)
+        replies = self._each_stream(
+            doing,
+            streams,
+            lambda pipe, stream: pipe.xautoclaim(
+                stream, self.group, self.consumer, idle_ms, self._claim_from[stream], count=count
+            ),
+        )
         entries: list[tuple[str, list[Any]]] = []
-        for stream, reply in zip(self._claim_from, replies, strict=True):
+        lost: list[str] = []
+        for stream, reply in zip(streams, replies, strict=True):
             if isinstance(reply, Exception):
                 if not _is_nogroup(reply):
-                    raise reply
-                self.ensure_groups()
+                    raise translate(self.client, doing, reply) from reply
+                lost.append(stream)
+                self._claim_from[stream] = "0-0"
                 continue
             cursor, claimed = reply[0], reply[1]
             self._claim_from[stream] = text(cursor)  # "0-0" once the whole list was walked
             entries.append((stream, claimed))
+        if lost:
+            self.ensure_groups(lost)
         return entries
 
     def _deliveries(self, entries: Iterable[tuple[str, Sequence[Any]]]) -> list[Delivery]:
