@@ -1,9 +1,15 @@
 """Connecting to Redis: one checked client per role, and one translation of Redis failures.
 
-`connect(url)` refuses a malformed URL with `InvalidDSN` (a `ConfigError`) and an unreachable
-server with `RedisUnavailable`, each in one line that never shows the password. The client it
-returns has bounded waits everywhere: a connect timeout of a few seconds, and a socket timeout
-that a stream reader must keep longer than its longest blocking read.
+`connect(url)` refuses a malformed URL with `InvalidDSN` (a `ConfigError`), credentials Redis
+refuses with `ConfigError`, and an unreachable server with `RedisUnavailable`, each in one line
+that never shows the password. The client it returns has bounded waits everywhere: a connect
+timeout of a few seconds, and a socket timeout that a stream reader must keep longer than its
+longest blocking read.
+
+Redis Cluster is detected, not configured: when the server of the URL answers `CLUSTER INFO`
+(a node of a cluster), `connect` returns a `redis.cluster.RedisCluster` that found the other
+nodes from it, follows MOVED and ASK, and refreshes its slot map after a failover. A server
+with cluster support disabled, or a user not allowed `CLUSTER INFO`, gets a plain client.
 
 Failures of later calls are translated by `redis_errors`:
 
@@ -18,12 +24,15 @@ StoreError                     (chronoq.errors)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import AskError, ClusterError, RedisClusterException, TryAgainError
 from redis.retry import Retry
 
 from chronoq.errors import ConfigError, InvalidDSN, StoreError
@@ -32,6 +41,11 @@ from chronoq.storage.dsn import redact
 DEFAULT_CONNECT_TIMEOUT = 3.0
 DEFAULT_SOCKET_TIMEOUT = 10.0
 _SCHEMES = ("redis", "rediss", "unix")
+
+
+# A client of one Redis server, or of a Redis Cluster: both take the same commands, scripts and
+# (non-transactional) pipelines; the cluster's route each key to the node of its slot.
+Client = redis.Redis | RedisCluster
 
 
 class RedisUnavailable(StoreError):
@@ -44,29 +58,67 @@ def connect(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
     name: str | None = None,
-) -> redis.Redis:
-    """A client for `url` (redis://[:password@]host[:port][/db], rediss://..., unix://path),
-    checked with a PING. A stream reader's `socket_timeout` must exceed its longest `block`;
-    `name` is what CLIENT LIST shows for its connections (e.g. the worker's id)."""
+) -> Client:
+    """A client for `url` (redis://[[user]:password@]host[:port][/db], rediss://..., unix://path),
+    checked with a PING; a `RedisCluster` when that server is a cluster node. A stream reader's
+    `socket_timeout` must exceed its longest `block`; `name` is what CLIENT LIST shows for its
+    connections (e.g. the worker's id)."""
     check_url(url)
     if connect_timeout <= 0 or socket_timeout <= 0:
         raise ConfigError(
             f"Redis timeouts must be positive, got connect_timeout={connect_timeout!r} "
             f"and socket_timeout={socket_timeout!r}"
         )
+    options: dict[str, Any] = {
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": socket_timeout,
+        "client_name": name,
+    }
     try:
         client = redis.Redis.from_url(
             url,
-            socket_connect_timeout=connect_timeout,
-            socket_timeout=socket_timeout,
             # One retry on a broken connection: a pooled socket that Redis closed (a restart)
             # is replaced at once, while a server that is down still fails within a connect
             # timeout or two.
             retry=Retry(NoBackoff(), 1),
-            client_name=name,
+            **options,
         )
     except ValueError as exc:
         raise InvalidDSN(f"invalid Redis URL {redact(url)!r}: {exc}") from None
+    _check_reachable(client, url)
+    if not _is_cluster_node(client):
+        return client
+    client.close()
+    return _connect_cluster(url, options)
+
+
+def _is_cluster_node(client: redis.Redis) -> bool:
+    execute: Callable[..., Any] = client.execute_command
+    try:
+        execute("CLUSTER", "INFO")
+    except redis.ResponseError:
+        return False  # "cluster support disabled", or NOPERM: used as one server
+    except redis.RedisError as exc:
+        client.close()
+        raise RedisUnavailable(f"Redis not reachable at {where(client)}: {reason(exc)}") from None
+    return True
+
+
+def _connect_cluster(url: str, options: dict[str, Any]) -> RedisCluster:
+    """A cluster client from one node's URL. Its own retries (3, with backoff) ride out MOVED
+    and ASK and a failover's first seconds; past them the caller gets RedisUnavailable."""
+    if urlsplit(url).scheme == "unix":
+        raise ConfigError(
+            f"Redis at {redact(url)} is a cluster node: reach it by redis://host:port"
+        )
+    try:
+        client = RedisCluster.from_url(url, **options)
+    except redis.AuthenticationError as exc:
+        raise ConfigError(f"Redis at {redact(url)} refused the credentials: {exc}") from None
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise RedisUnavailable(
+            f"Redis Cluster not reachable at {redact(url)}: {reason(exc)}"
+        ) from None
     _check_reachable(client, url)
     return client
 
@@ -96,7 +148,7 @@ def check_url(url: str) -> None:
         )
 
 
-def _check_reachable(client: redis.Redis, url: str) -> None:
+def _check_reachable(client: Client, url: str) -> None:
     try:
         client.ping()
     except redis.AuthenticationError as exc:
@@ -122,8 +174,19 @@ def reason(exc: BaseException) -> str:
     return lines[0].rstrip(".") if lines else type(exc).__name__
 
 
-def where(client: redis.Redis) -> str:
+def socket_timeout(client: Client) -> float | None:
+    """The socket timeout of the client's connections (a cluster's: of every node)."""
+    kwargs: Callable[[], dict[str, Any]] = client.get_connection_kwargs
+    timeout = kwargs().get("socket_timeout")
+    return None if timeout is None else float(timeout)
+
+
+def where(client: Client) -> str:
     """The server a client talks to, as a URL without credentials."""
+    if isinstance(client, RedisCluster):
+        default_node: Callable[[], Any] = client.get_default_node
+        node = default_node()
+        return f"redis://{node.host}:{node.port} (cluster)" if node else "the Redis Cluster"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
@@ -136,6 +199,12 @@ _UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.ConnectionError,  # BusyLoadingError (LOADING) too
     redis.TimeoutError,
     redis.ReadOnlyError,  # READONLY: the server is a replica (a failover has not finished)
+    # Redis Cluster: CLUSTERDOWN, MASTERDOWN, TRYAGAIN (a slot migrating), MOVED or ASK past
+    # the client's retries, slots not covered while a replica is promoted.
+    ClusterError,
+    TryAgainError,
+    AskError,  # MovedError too
+    RedisClusterException,
 )
 
 
@@ -149,7 +218,7 @@ def is_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, _UNAVAILABLE) or str(exc).startswith(_UNAVAILABLE_REPLIES)
 
 
-def translate(client: redis.Redis, doing: str, exc: Exception) -> StoreError:
+def translate(client: Client, doing: str, exc: Exception) -> StoreError:
     """The StoreError for `exc`, raised while `doing`: RedisUnavailable when it passes by
     itself (see `is_unavailable`), a plain StoreError otherwise."""
     if is_unavailable(exc):
@@ -158,10 +227,10 @@ def translate(client: redis.Redis, doing: str, exc: Exception) -> StoreError:
 
 
 @contextmanager
-def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
+def redis_errors(client: Client, doing: str) -> Iterator[None]:
     """Raise RedisUnavailable for a Redis that failed, timed out or could not take writes
     while `doing`, and StoreError for any other error of Redis."""
     try:
         yield
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         raise translate(client, doing, exc) from exc

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-import redis
 from redis.commands.core import Script
+
+from chronoq.tier.redis.connection import Client
 
 _PACKAGE = "chronoq.tier.redis"
 
@@ -34,7 +35,7 @@ class TimerScripts:
     trim: Script
 
 
-def register_timer_scripts(client: redis.Redis) -> TimerScripts:
+def register_timer_scripts(client: Client) -> TimerScripts:
     return TimerScripts(
         take_over=client.register_script(lua_source("take_over")),
         stage=client.register_script(fenced_source("stage")),

@@ -29,8 +29,9 @@ A Redis that cannot be reached raises `RedisUnavailable` (a `chronoq.errors.Stor
 wait and read again; the client reconnects by itself.
 
 Redis Cluster: the streams of different partitions hash to different slots, and a multi-key
-XREADGROUP must stay within one slot, so a worker on a cluster needs one XREADGROUP per slot (or
-node) it reads, each on its own connection. This reader implements the single-node case.
+XREADGROUP must stay within one slot, so on a cluster (a `RedisCluster` client) new entries are
+read one partition per XREADGROUP, by `lanes.PartitionLanes`; claims, acks and group creation
+are single-key commands that the cluster's pipeline sends to each key's node.
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.typing import KeyT, StreamIdT
 
 from chronoq.tier.ports import Delivery
-from chronoq.tier.redis.connection import redis_errors, translate
+from chronoq.tier.redis.connection import Client, redis_errors, socket_timeout, translate
 from chronoq.tier.redis.keys import check_partition, check_prefix, check_queue, partition_keys
+from chronoq.tier.redis.lanes import PartitionLanes
 from chronoq.tier.redis.replies import as_list, text
 
 log = logging.getLogger("chronoq.dispatch")
@@ -64,7 +68,7 @@ class RedisStreamReader:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         prefix: str,
         queues: Sequence[str],
         partitions: int,
@@ -81,7 +85,18 @@ class RedisStreamReader:
         self._surplus: deque[tuple[float, Delivery]] = deque()  # (read at, entry)
         self._claim_from = dict.fromkeys(self._streams, "0-0")
         self._next_claim = time.monotonic()  # a fresh worker looks for orphans at once
+        self._lanes = self._cluster_lanes(client)
         self.ensure_groups()
+
+    def _cluster_lanes(self, client: Client) -> PartitionLanes | None:
+        if not isinstance(client, RedisCluster):
+            return None
+        by_partition: dict[int, list[str]] = {}
+        for stream, (partition, _queue) in self._streams.items():
+            by_partition.setdefault(partition, []).append(stream)
+        return PartitionLanes(
+            client, self.group, self.consumer, by_partition, self.ensure_groups, _stream_entries
+        )
 
     @property
     def streams(self) -> list[str]:
@@ -152,9 +167,11 @@ class RedisStreamReader:
     def close(self) -> None:
         """Leave the group where this consumer holds nothing pending (a consumer with pending
         entries stays, so its peers can claim them), and close the client."""
+        if self._lanes is not None:
+            self._lanes.close()
         try:
             self._forget_consumer()
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             log.debug("could not remove consumer %s: %s", self.consumer, exc)
         finally:
             self.client.close()
@@ -163,7 +180,7 @@ class RedisStreamReader:
         """BLOCK in milliseconds, None for no blocking (Redis reads BLOCK 0 as forever)."""
         if not isinstance(block, int | float) or math.isnan(block) or block < 0:
             raise ValueError(f"block must be a number of seconds of at least 0, got {block!r}")
-        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        timeout = socket_timeout(self.client)
         if timeout is not None and block > timeout - BLOCK_MARGIN:
             raise ValueError(
                 f"block={block!r}s must end {BLOCK_MARGIN}s before the client's socket timeout"
@@ -175,6 +192,8 @@ class RedisStreamReader:
         """One XREADGROUP over every stream. A NOGROUP reply names one stream whose group is
         gone: its group is created and the read tried again; a second NOGROUP means more were
         lost (a restart, a flush), and every group is created, once, before the last try."""
+        if self._lanes is not None:
+            return self._deliveries(self._lanes.read(count, block_ms))
         streams: dict[KeyT, StreamIdT] = dict.fromkeys(self._streams, ">")
         doing = "read the streams"
         for attempt in range(_READ_ATTEMPTS):
