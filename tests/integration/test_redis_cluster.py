@@ -15,7 +15,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from chronoq import App, JobStatus, WorkerOptions
-from chronoq.errors import ConfigError
+from chronoq.errors import ConfigError, StoreError
 from chronoq.tier.ports import Delivery, Timer
 from chronoq.tier.redis import RedisStreamReader, RedisTimerStore, connect, partition_keys
 from tests.helpers import running_worker, wait_until
@@ -206,3 +206,49 @@ def test_a_master_killed_mid_dispatch_loses_nothing_and_runs_nothing_twice_at_on
         assert own_cluster.master_of(partition_keys(prefix, 0).epoch) != killed
     assert sorted({n for n, _ in runs}) == list(range(240))
     assert [run for run in runs if run[1] != "start"] == []
+
+
+def test_while_a_master_is_down_the_partitions_of_the_others_are_still_read(
+    own_cluster: PrivateRedisCluster,
+) -> None:
+    partitions = 16  # spread over all 3 masters
+    prefix = f"chronoq-test-{uuid.uuid4().hex[:8]}"
+    store = RedisTimerStore(connect(own_cluster.url), prefix)
+    reader = RedisStreamReader(connect(own_cluster.url), prefix, ["q"], partitions, "w1")
+    try:
+        for partition in range(partitions):
+            store.take_over(partition, 1)
+        assert reader.read(10, 0) == []  # orphans claimed: the next round is 15 s away
+        served_by = {
+            p: own_cluster.master_of(partition_keys(prefix, p).epoch) for p in range(partitions)
+        }
+        victim = served_by[0]
+        keys0 = partition_keys(prefix, 0).epoch
+        alive = next(p for p in range(partitions) if served_by[p] != victim)
+        own_cluster.kill(victim)
+        store.stage(alive, 1, [Timer(77, 1, "q", NOW)])
+        assert store.move_due(alive, 1, NOW, 10).moved == 1
+        # The sweep's pipeline fails (a node of it is down), the lanes of the dead master's
+        # partitions fail; the lane of `alive` still delivers, before any promotion.
+        [delivery] = reader.read(10, 3.0)
+        assert (delivery.partition, delivery.job_id) == (alive, 77)
+        reader.ack([delivery])
+        wait_until(
+            lambda: own_cluster.healthy() and own_cluster.master_of(keys0) != victim,
+            timeout=30,
+            what="a replica promoted",
+        )
+        store.stage(0, 1, [Timer(78, 1, "q", NOW)])
+        assert store.move_due(0, 1, NOW, 10).moved == 1
+        got = wait_until(lambda: _read_quietly(reader), what="partition 0 read again")
+        assert [(d.partition, d.job_id) for d in got] == [(0, 78)]
+    finally:
+        reader.close()
+        store.close()
+
+
+def _read_quietly(reader: RedisStreamReader) -> list[Delivery]:
+    try:
+        return reader.read(10, 0.5)
+    except StoreError:
+        return []  # what the worker's reader thread does: log, pause, read again

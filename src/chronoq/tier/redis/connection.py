@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterError, RedisClusterException, TryAgainError
 from redis.retry import Retry
@@ -104,15 +104,22 @@ def _is_cluster_node(client: redis.Redis) -> bool:
     return True
 
 
+def _cluster_retry() -> Retry:
+    """Retries of a command whose node failed: a few, quickly (redis-py's default is 10, up to
+    1 s apart, each a connect timeout long against a host that does not answer). MOVED and ASK
+    are followed apart from these. Past them the caller gets RedisUnavailable and retries at its
+    own pace, as it does for one server."""
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3)
+
+
 def _connect_cluster(url: str, options: dict[str, Any]) -> RedisCluster:
-    """A cluster client from one node's URL. Its own retries (3, with backoff) ride out MOVED
-    and ASK and a failover's first seconds; past them the caller gets RedisUnavailable."""
+    """A cluster client from one node's URL (it finds the others)."""
     if urlsplit(url).scheme == "unix":
         raise ConfigError(
             f"Redis at {redact(url)} is a cluster node: reach it by redis://host:port"
         )
     try:
-        client = RedisCluster.from_url(url, **options)
+        client = RedisCluster.from_url(url, retry=_cluster_retry(), **options)
     except redis.AuthenticationError as exc:
         raise ConfigError(f"Redis at {redact(url)} refused the credentials: {exc}") from None
     except (redis.RedisError, RedisClusterException) as exc:

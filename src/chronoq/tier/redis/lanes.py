@@ -19,7 +19,8 @@ A lane still blocked when the read returns goes on until its own BLOCK ends (bou
 partition whose lane is still out, so a worker never holds more than one blocking read per
 partition: idle, it sends one XREADGROUP per partition per `block` seconds and holds one
 connection per partition, and it wakes on an XADD as fast as on a single node. One node down (a
-failover) fails only the lanes of its partitions: the others keep delivering.
+failover) fails the sweep's pipeline and the lanes of its partitions, not the other lanes: they
+keep delivering while the read waits.
 
 A NOGROUP reply (the partition's node restarted empty, or failed over to a replica that had not
 synced) re-creates the groups of that partition's streams only.
@@ -28,6 +29,7 @@ synced) re-creates the groups of that partition's streams only.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -67,9 +69,13 @@ class PartitionLanes:
     def read(self, count: int, block_ms: int | None) -> Entries:
         found, errors = self._collect()
         if not found:
-            found, errors = self._sweep(count)
+            try:
+                found, errors = self._sweep(count)
+            except StoreError as exc:  # a node down fails the whole pipeline: the lanes do not
+                found, errors = [], [exc]
         if not found and block_ms:
-            found, errors = self._wait(count, block_ms)
+            found, failed = self._wait(count, block_ms)
+            errors += failed
         if not found and errors:
             raise errors[0]
         return found
@@ -104,8 +110,17 @@ class PartitionLanes:
         for partition in self._streams:
             if partition not in self._out:
                 self._out[partition] = self._pool.submit(self._blocking, partition, count, block_ms)
-        wait(list(self._out.values()), block_ms / 1000 + WAIT_MARGIN, FIRST_COMPLETED)
-        return self._collect()
+        # Until a lane has entries: one that fails (its node is down) does not end the wait
+        # for the others.
+        deadline = time.monotonic() + block_ms / 1000 + WAIT_MARGIN
+        found: Entries = []
+        errors: list[StoreError] = []
+        while not found and self._out and (left := deadline - time.monotonic()) > 0:
+            wait(list(self._out.values()), left, FIRST_COMPLETED)
+            more, failed = self._collect()
+            found += more
+            errors += failed
+        return found, errors
 
     def _blocking(self, partition: int, count: int, block_ms: int) -> Entries:
         """A lane: one blocking XREADGROUP over one partition's streams."""

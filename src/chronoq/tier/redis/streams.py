@@ -235,9 +235,12 @@ class RedisStreamReader:
         now = time.monotonic()
         if now < self._next_claim:
             return []
-        entries = self._autoclaim(count)
-        found = self._deliveries(entries)
-        self._next_claim = now if len(found) >= count else now + self.claim_idle / 2
+        # Set first: a round that fails (a node down) is tried at the next interval, and does
+        # not fail every read meanwhile.
+        self._next_claim = now + self.claim_idle / 2
+        found = self._deliveries(self._autoclaim(count))
+        if len(found) >= count:
+            self._next_claim = now
         return found
 
     def _autoclaim(self, count: int) -> list[tuple[str, list[Any]]]:
