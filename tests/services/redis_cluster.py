@@ -169,8 +169,7 @@ class PrivateRedisCluster:
 
     def masters(self) -> dict[int, list[tuple[int, int]]]:
         """The live masters by port, with the slot ranges each serves."""
-        live = next(port for port, p in self.processes.items() if p.poll() is None)
-        with self.node(live) as client:
+        with self.node(self._live_port()) as client:
             slots = client.execute_command("CLUSTER SLOTS")
         served: dict[int, list[tuple[int, int]]] = {}
         for first, last, master, *_ in slots:
@@ -179,8 +178,11 @@ class PrivateRedisCluster:
                 served.setdefault(port, []).append((int(first), int(last)))
         return served
 
+    def _live_port(self) -> int:
+        return next(port for port, p in self.processes.items() if p.poll() is None)
+
     def master_of(self, key: str) -> int:
-        with self.node(self.ports[0]) as client:
+        with self.node(self._live_port()) as client:
             slot = int(client.execute_command("CLUSTER KEYSLOT", key))
         for port, ranges in self.masters().items():
             if any(first <= slot <= last for first, last in ranges):
@@ -220,7 +222,7 @@ class PrivateRedisCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def client(self) -> RedisCluster:
-        return RedisCluster(host="127.0.0.1", port=self.ports[0], password=self.password)
+        return RedisCluster(host="127.0.0.1", port=self._live_port(), password=self.password)
 
 
 def started_cluster(password: str | None = None) -> PrivateRedisCluster:

@@ -81,8 +81,10 @@ class PartitionLanes:
         return found
 
     def close(self) -> None:
-        """Stop starting lanes; those out end within their BLOCK (daemon threads)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the lanes, waiting for those out (each ends within its BLOCK): what they read
+        is then pending to this consumer before the reader decides whether to leave the group
+        (a consumer removed with entries pending would take them out of the group)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _sweep(self, count: int) -> tuple[Entries, list[StoreError]]:
         doing = "read the streams"
