@@ -28,7 +28,6 @@ synced) re-creates the groups of that partition's streams only.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -38,8 +37,6 @@ from redis.typing import KeyT, StreamIdT
 
 from chronoq.errors import StoreError
 from chronoq.tier.redis.connection import Client, redis_errors, translate
-
-log = logging.getLogger("chronoq.dispatch")
 
 Entries = list[tuple[str, Sequence[Any]]]  # [(stream, [(id, fields), ...]), ...]
 WAIT_MARGIN = 0.5  # seconds a read waits for its lanes beyond their BLOCK
