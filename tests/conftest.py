@@ -1,6 +1,7 @@
 """Fixtures for real stores: a SQLite file per test and a PostgreSQL database per test run.
 
-The etcd cluster (`etcd_cluster`, `etcd_prefix`) comes from tests/services/etcd.py.
+The etcd cluster (`etcd_cluster`, `etcd_prefix`) comes from tests/services/etcd.py, the etcd
+member with TLS and authentication (`secure_etcd`, `secure_prefix`) from etcd_secure.py there.
 
 PostgreSQL comes from CHRONOQ_TEST_PG_DSN (default: the local server with trust auth). Without a
 reachable server, PostgreSQL tests skip locally with the reason, and fail when CI is set.
@@ -20,6 +21,7 @@ import pytest
 from chronoq.storage.postgres.store import PostgresStore
 from chronoq.storage.sqlite.store import SqliteStore
 from tests.services.etcd import etcd_cluster, etcd_prefix  # noqa: F401 - fixtures for every test
+from tests.services.etcd_secure import secure_etcd, secure_prefix  # noqa: F401
 from tests.services.redis import private_redis, redis_client, redis_prefix, redis_url  # noqa: F401
 from tests.services.redis_cluster import cluster_prefix, redis_cluster  # noqa: F401
 

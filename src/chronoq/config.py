@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from chronoq.errors import ConfigError
 from chronoq.storage.dsn import DEFAULT_DSN, redact, store_kind
@@ -56,11 +56,22 @@ class Config:
     # PostgreSQL by id. `redis_url` may carry a password, so it stays out of the repr.
     dispatch: str = "db"
     redis_url: str = field(default="", repr=False)
-    etcd_endpoints: str = ""  # comma-separated http(s)://host:port
+    # Comma-separated http(s)://host:port; an entry may carry user:password@ (then it stays out
+    # of the repr, as redis_url does).
+    etcd_endpoints: str = field(default="", repr=False)
     partitions: int = 16  # fixed by the first tiered start on a database (chronoq_tier)
     leader_ttl: float = 5.0  # seconds an etcd lease outlives its leader's last keep-alive
     stage_horizon: float = 60.0  # seconds ahead of the database clock that jobs are staged
     redis_prefix: str = "chronoq"  # starts every Redis key; the partition's {hash tag} follows
+    # etcd with authentication on: the user and password the electors authenticate as (or
+    # user:password@ in the endpoints). With https:// endpoints: the CA that signed the members'
+    # certificates (else the system's), and a client certificate and its key when the members
+    # ask for one (--client-cert-auth). Paths of PEM files.
+    etcd_username: str = ""
+    etcd_password: str = field(default="", repr=False)
+    etcd_ca_file: str = ""
+    etcd_cert_file: str = ""
+    etcd_key_file: str = ""
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, /, **overrides: Any) -> Config:
@@ -115,6 +126,8 @@ def _check_tier_settings(config: Config) -> None:
     _check_redis_url(config.redis_url)
     for position, url in enumerate(config.etcd_urls(), start=1):
         _check_etcd_url(position, url)
+    _check_etcd_login(config)
+    _check_etcd_tls(config)
     _require(
         1 <= config.partitions <= MAX_PARTITIONS,
         "partitions",
@@ -171,8 +184,8 @@ def _check_redis_url(url: str) -> None:
 
 
 def _check_etcd_url(position: int, url: str) -> None:
-    """One etcd client URL: http(s)://host:port and nothing else (credentials, paths and
-    queries have no place in an endpoint; a URL with a password is not echoed)."""
+    """One etcd client URL: http(s)://host:port, optionally with user:password@, and nothing
+    else (paths and queries have no place in an endpoint). A password is never echoed."""
     where = f"setting 'etcd_endpoints': entry {position}"
     if not url:
         raise ConfigError(f"{where} is empty; separate http(s)://host:port URLs with commas")
@@ -184,12 +197,76 @@ def _check_etcd_url(position: int, url: str) -> None:
         raise ConfigError(f"{where} ({shown!r}) has an invalid port") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{where} ({shown!r}) is not an http(s)://host:port URL")
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(f"{where} ({shown!r}) must not carry credentials")
+    if (parts.username is None) != (parts.password is None) or parts.username == "":
+        raise ConfigError(
+            f"{where} ({shown!r}) must carry both a user and a password (user:password@host) "
+            "or neither"
+        )
     if port is None:
         raise ConfigError(f"{where} ({shown!r}) names no port (etcd listens on 2379)")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(f"{where} ({shown!r}) must be only scheme://host:port")
+
+
+def _etcd_url_logins(config: Config) -> set[tuple[str, str]]:
+    """The (user, password) pairs the endpoints carry, percent-decoded."""
+    logins = set()
+    for url in config.etcd_urls():
+        parts = urlsplit(url)
+        if parts.username is not None and parts.password is not None:
+            logins.add((unquote(parts.username), unquote(parts.password)))
+    return logins
+
+
+def _check_etcd_login(config: Config) -> None:
+    """One user and password for etcd: from the settings or from the endpoints, not two."""
+    _require(
+        bool(config.etcd_username) == bool(config.etcd_password),
+        "etcd_password" if config.etcd_username else "etcd_username",
+        "must be set too: etcd authenticates with a user name and its password "
+        "(CHRONOQ_ETCD_USERNAME, CHRONOQ_ETCD_PASSWORD)",
+    )
+    logins = _etcd_url_logins(config)
+    _require(
+        len(logins) <= 1,
+        "etcd_endpoints",
+        "carries different users or passwords in its entries: give one login, in every entry "
+        "or in etcd_username and etcd_password",
+    )
+    settings = (config.etcd_username, config.etcd_password)
+    _require(
+        not logins or not config.etcd_username or logins == {settings},
+        "etcd_username",
+        "and etcd_password differ from the user:password@ of etcd_endpoints: give one of them",
+    )
+
+
+def _check_etcd_tls(config: Config) -> None:
+    """TLS files: each one readable, a certificate with its key, and only for https://."""
+    names = ("etcd_ca_file", "etcd_cert_file", "etcd_key_file")
+    for name in names:
+        path = getattr(config, name)
+        _require(not path or os.path.isfile(path), name, f"names no file: {path!r}")
+        _require(
+            not path or os.access(path, os.R_OK), name, f"names a file we cannot read: {path!r}"
+        )
+    if bool(config.etcd_cert_file) != bool(config.etcd_key_file):
+        given, missing = (
+            ("etcd_cert_file", "etcd_key_file")
+            if config.etcd_cert_file
+            else ("etcd_key_file", "etcd_cert_file")
+        )
+        raise ConfigError(
+            f"setting {missing!r} must be set too: a client certificate needs its private key "
+            f"({given} is set; CHRONOQ_{missing.upper()})"
+        )
+    tls = [name for name in names if getattr(config, name)]
+    for position, url in enumerate(config.etcd_urls(), start=1):
+        if tls and urlsplit(url).scheme.lower() != "https":
+            raise ConfigError(
+                f"setting {tls[0]!r} needs https:// etcd endpoints, but entry {position} of "
+                f"'etcd_endpoints' is {redact(url)!r}"
+            )
 
 
 def _check_redis_prefix(prefix: str) -> None:

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -33,6 +33,7 @@ from tests.chaos.workload import LEASE
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+ANCIENT = datetime(1960, 1, 1, tzinfo=UTC)
 FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 EFFECTS_TABLE = """
 CREATE TABLE chaos_effects (
@@ -67,6 +68,10 @@ class Scenario:
     # private Redis; jobs fall due at random over the fault window, so faults meet moves.
     tiered: bool = False
     finale: str | None = None  # one more fault, from FAULTS, once the window has passed
+    # Jobs due before 1970: a score cannot be negative, yet each must run like any other.
+    ancient: int = 0
+    # Tiered runs: jobs of a queue no worker reads; their stream entries must not multiply.
+    unread: int = 0
 
     def describe(self) -> str:
         parts = [", ".join(self.faults) or "none"]
@@ -78,6 +83,10 @@ class Scenario:
             parts.append(f"under the supervisor, {self.poison} poison jobs")
         if self.skew:
             parts.append("worker clocks skewed +/-5 min")
+        if self.ancient:
+            parts.append(f"{self.ancient} jobs due before 1970")
+        if self.unread:
+            parts.append(f"{self.unread} jobs on a queue no worker reads")
         return "; ".join(parts)
 
 
@@ -167,6 +176,11 @@ class Run:
                 )
             )
             planned.append(fail_first)
+        for _ in range(self.scenario.ancient):
+            specs.append(
+                chronoq.JobSpec("work", {"ms": 5, "fail_first": 0}, queue="chaos", run_at=ANCIENT)
+            )
+            planned.append(0)
         for position in sorted(self.rng.sample(range(len(specs) + 1), self.scenario.poison)):
             specs.insert(position, chronoq.JobSpec("poison", {}, queue="chaos"))
             planned.insert(position, POISON)
@@ -412,12 +426,17 @@ class Run:
         if self.scenario.finale is not None:
             getattr(self, self.scenario.finale)()
 
+    # Queues whose jobs are never meant to run (no worker reads them): not waited for.
+    unserved: tuple[str, ...] = ()
+
     def _settle(self) -> None:
         def settled() -> bool:
             with psycopg.connect(self.dsn) as conn:
                 row = conn.execute(
                     "SELECT count(*) FROM chronoq_jobs "
                     "WHERE status NOT IN ('done', 'dead', 'cancelled', 'skipped')"
+                    " AND queue <> ALL(%s)",
+                    (list(self.unserved),),
                 ).fetchone()
             return row is not None and row[0] == 0
 

@@ -18,13 +18,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import IO, Any, TypeVar
 
 from chronoq.observability.events import Observers
 from chronoq.observability.logs import configure_logging
 from chronoq.scheduler.runner import Scheduler, SchedulerOptions, default_holder_id
-from chronoq.tier.ports import Moved, PartitionLost, StaleEpoch, Takeover, Timer, TimerStore
+from chronoq.tier.ports import (
+    Moved,
+    PartitionLost,
+    Staged,
+    StaleEpoch,
+    Takeover,
+    Timer,
+    TimerStore,
+)
 from chronoq.tier.wiring import open_leader
 from tests.chaos.workload import app
 
@@ -56,19 +65,20 @@ class WriteHistory:
             self._timers.move_due,
         )
 
-        def logged_take_over(partition: int, epoch: int) -> Takeover:
-            result = take_over(partition, epoch)
+        def logged_take_over(partition: int, epoch: int, *, force: bool = False) -> Takeover:
+            result = take_over(partition, epoch, force=force)
             self.write(
                 {
                     "event": "tier_takeover",
                     "partition": partition,
                     "epoch": epoch,
                     "accepted": result.accepted,
+                    "force": force,
                 }
             )
             return result
 
-        def logged_stage(partition: int, epoch: int, timers: Sequence[Timer]) -> int:
+        def logged_stage(partition: int, epoch: int, timers: Sequence[Timer]) -> Staged:
             return self._fenced("stage", partition, epoch, lambda: stage(partition, epoch, timers))
 
         def logged_move(partition: int, epoch: int, now_ms: int, limit: int) -> Moved:
@@ -110,6 +120,10 @@ def main() -> int:
     with open(os.environ["CHAOS_HISTORY"], "a", encoding="utf-8") as sink:
         holder = default_holder_id()
         leader = open_leader(app.runtime(), holder, Observers(parent=app.observers))
+        restage_after = os.environ.get("CHAOS_RESTAGE_AFTER")
+        if restage_after:
+            # A run lasts seconds: entries must be looked at again within it, not after 30 s.
+            leader.stager.options = replace(leader.options, restage_after=float(restage_after))
         WriteHistory(sink, leader.timers).install()
         options = SchedulerOptions(lookahead=timedelta(seconds=2), rescue_interval=RESCUE_INTERVAL)
         try:

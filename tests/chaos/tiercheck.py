@@ -4,8 +4,9 @@ run's one history file, and what the fault injector measured.
 
 - **stale writes accepted**: a stage or move Redis accepted for a partition whose epoch is lower
   than one that took the partition over before the write was sent (the take-over's line comes
-  first in the file). Stale writes refused are counted, and those sent by a leader after it was
-  resumed from SIGSTOP are counted apart.
+  first in the file). A forced take-over (a leader overriding an epoch only a rebuilt etcd can
+  explain) starts the partition's epochs again from its own. Stale writes refused are counted,
+  and those sent by a leader after it was resumed from SIGSTOP are counted apart.
 - **timers fired twice**: a stream entry (job, staged token) started an attempt at most once; a
   second entry for it (a re-stage, a new leader) must be dropped by the claim.
 - **failover**: after a partition leader is SIGKILLed, every partition has a live leader again
@@ -28,6 +29,10 @@ run's one history file, and what the fault injector measured.
   and a renewal proves the lease for `ttl` but is trusted for half of it. Its writes after the
   heal are judged like a resumed leader's.
 - **Redis restarts** are measured: the time from the restart to the first job moved again.
+- **no stream growth**: jobs of a queue no worker reads have at most one entry each on the
+  streams at the end of the run, however long their entries waited.
+- **etcd rebuilt**: after etcd is replaced by a new cluster (its revisions, the epochs, start
+  again below those Redis holds), some leader takes a partition over from the old epochs.
 - **writes held by a network cut** (a leader cut off from Redis): those sent during the cut and
   answered after the heal are counted by their answer; the epoch decides them, as any other.
 """
@@ -99,6 +104,8 @@ class TierFindings:
     leader_changes: list[str] = field(default_factory=list)
     moved_without_quorum: list[str] = field(default_factory=list)
     past_trust: list[str] = field(default_factory=list)
+    stream_growth: list[str] = field(default_factory=list)
+    not_overridden: list[str] = field(default_factory=list)
     held_answers: Counter[str] = field(default_factory=Counter)  # result -> writes held by a cut
 
     @property
@@ -110,6 +117,8 @@ class TierFindings:
             *self.leader_changes,
             *self.moved_without_quorum,
             *self.past_trust,
+            *self.stream_growth,
+            *self.not_overridden,
         ]
 
 
@@ -146,7 +155,11 @@ def _check_writes(
         kind = event.get("event")
         if kind == "tier_takeover" and event["accepted"]:
             partition = event["partition"]
-            newest[partition] = max(newest.get(partition, 0), event["epoch"])
+            if event.get("force"):
+                # etcd was rebuilt: its epochs start again, lower; the old ones are void.
+                newest[partition] = event["epoch"]
+            else:
+                newest[partition] = max(newest.get(partition, 0), event["epoch"])
         elif kind == "tier_send":
             sent[(event["pid"], event["call"])] = _Sent(
                 event["wall"], newest.get(event["partition"], 0)

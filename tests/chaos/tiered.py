@@ -39,10 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+import redis
 
 import chronoq
 from chronoq.errors import ChronoqError
 from chronoq.tier.etcd import EtcdElector
+from chronoq.tier.redis.keys import partition_keys
 from tests.chaos.checker import Findings, read_histories
 from tests.chaos.cluster import ClusterUnavailable, PrivateCluster
 from tests.chaos.runner import REPO, Outcome, Run, Scenario
@@ -62,6 +64,10 @@ ELECTION_TIMEOUT = 1.0  # tests.services.etcd starts members with --election-tim
 MEMBER_LOSS = (1.0, 3.0)
 ETCD_CUT = 2 * TTL + 0.5  # past the lease: a successor takes the partitions, then the heal
 REDIS_CUT = (1.0, 5.0)  # shorter than the client's socket timeout (10 s): answers come late
+REBUILD_WRITES = 200  # writes to the old etcd first: its revisions end far above the new one's
+RESTAGE_AFTER = 2.0  # seconds: entries are looked at again several times within a run
+UNREAD_QUEUE = "unread"  # no worker of the chaos fleet reads it
+DEMOTED = (2.0, 4.0)  # seconds Redis spends as a replica of a master that does not exist
 NETWORK_FAULTS = ("cut_leader_from_etcd", "cut_leader_from_redis", "cut_etcd_member")
 
 
@@ -132,6 +138,8 @@ class TieredRun(Run):
         network_faults = set(NETWORK_FAULTS) & {*scenario.faults, scenario.finale}
         self._network = Network() if network_faults else None
         self._links: dict[int, SchedulerLinks] = {}
+        self.rebuilt = False
+        self.unserved = (UNREAD_QUEUE,) if scenario.unread else ()
 
     # -- the fleet --------------------------------------------------------------------------
 
@@ -144,6 +152,17 @@ class TieredRun(Run):
             "CHRONOQ_PARTITIONS": str(PARTITIONS),
             "CHRONOQ_LEADER_TTL": str(TTL),
         }
+
+    def prepare(self) -> dict[int, int]:
+        enqueued = super().prepare()
+        if self.scenario.unread:
+            with self.open_app() as app:
+                specs = [
+                    chronoq.JobSpec("work", {"ms": 5, "fail_first": 0}, queue=UNREAD_QUEUE)
+                    for _ in range(self.scenario.unread)
+                ]
+                app.enqueue_many(specs)
+        return enqueued
 
     def open_app(self) -> chronoq.App:
         return chronoq.App(
@@ -165,6 +184,7 @@ class TieredRun(Run):
             "CHRONOQ_DSN": self.dsn,
             "CHAOS_HISTORY": str(self.work / f"history-{self.database}.jsonl"),
             "PYTHONPATH": str(REPO),
+            "CHAOS_RESTAGE_AFTER": str(RESTAGE_AFTER),
             **self.tier_env(),
         }
         links = self._scheduler_links(index)
@@ -247,7 +267,28 @@ class TieredRun(Run):
     def check(self, histories: list[Path], enqueued: dict[int, int]) -> Findings:
         findings = super().check(histories, enqueued)
         findings.tier = check_tier(read_histories(histories), self.measured)
+        if self.rebuilt and not _forced_take_overs(histories):
+            findings.tier.not_overridden.append(
+                "etcd was rebuilt, yet no partition was taken over from the old epochs"
+            )
+        if self.scenario.unread:
+            entries = self._unread_entries()
+            if entries > self.scenario.unread:
+                findings.tier.stream_growth.append(
+                    f"{entries} stream entries for {self.scenario.unread} jobs of a queue no"
+                    " worker reads: waiting entries were staged again"
+                )
         return findings
+
+    def _unread_entries(self) -> int:
+        client = redis.Redis.from_url(self.tier.redis.url)
+        try:
+            return sum(
+                int(client.xlen(partition_keys(self.prefix, p).stream(UNREAD_QUEUE)))
+                for p in range(PARTITIONS)
+            )
+        finally:
+            client.close()
 
     # -- faults -----------------------------------------------------------------------------
 
@@ -312,6 +353,30 @@ class TieredRun(Run):
         self.tier.redis.restart()
         self.measured.redis_restarts.append(time.time())
         self.record("restart_redis")
+
+    def rebuild_etcd(self) -> None:
+        """etcd replaced by a new, empty cluster on the same endpoints: leases, keys and
+        revisions start over, so the new leaders' epochs are below those Redis holds. They must
+        take the partitions over anyway (after a lease's time to live) and dispatch goes on."""
+        start = time.time()
+        self.tier.etcd.rebuild(writes_before=REBUILD_WRITES)
+        self.record("rebuild_etcd")
+        self.rebuilt = True
+        self.measured.quorum_losses.append(Window(start, time.time()))
+
+    def demote_redis(self) -> None:
+        """Redis made the replica of a master that does not exist (read-only: every write and
+        every group read fails with READONLY), then promoted again, as in a failover. Leaders
+        and workers must carry on without a restart."""
+        client = redis.Redis.from_url(self.tier.redis.url)
+        try:
+            client.replicaof("127.0.0.1", str(self.tier.redis.port + 1))
+            self.record("demote_redis")
+            threading.Event().wait(self.rng.uniform(*DEMOTED))  # the fault's duration
+            client.replicaof("NO", "ONE")
+        finally:
+            client.close()
+        self.measured.redis_restarts.append(time.time())
 
     def lose_etcd_member(self) -> None:
         member = self.rng.randrange(len(self.tier.etcd.members))
@@ -403,6 +468,14 @@ class TieredRun(Run):
         watcher.start()
 
 
+def _forced_take_overs(histories: list[Path]) -> int:
+    return sum(
+        1
+        for event in read_histories(histories)
+        if event.get("event") == "tier_takeover" and event.get("force") and event["accepted"]
+    )
+
+
 def _pid(holder: str) -> int:
     """The process id in a scheduler's holder name (host:pid:random)."""
     with contextlib.suppress(IndexError, ValueError):
@@ -411,10 +484,24 @@ def _pid(holder: str) -> int:
 
 
 def _tiered(
-    name: str, faults: tuple[str, ...], every: tuple[float, float], finale: str | None = None
+    name: str,
+    faults: tuple[str, ...],
+    every: tuple[float, float],
+    finale: str | None = None,
+    ancient: int = 0,
+    unread: int = 0,
 ) -> Scenario:
     """A scenario over the tiered fleet: 3 schedulers, a fault every `every` seconds."""
-    return Scenario(name, faults, schedulers=3, fault_every=every, tiered=True, finale=finale)
+    return Scenario(
+        name,
+        faults,
+        schedulers=3,
+        fault_every=every,
+        tiered=True,
+        finale=finale,
+        ancient=ancient,
+        unread=unread,
+    )
 
 
 # Kills and etcd cuts of leaders come further apart than a failover's span (2 TTLs before, the
@@ -444,6 +531,11 @@ TIER_SCENARIOS = {
         _tiered("leader-cut-from-etcd", ("cut_leader_from_etcd",), APART),
         _tiered("leader-cut-from-redis", ("cut_leader_from_redis",), (3.0, 6.0)),
         _tiered("etcd-member-cut-off", ("cut_etcd_member",), (1.0, 2.0)),
+        # Faults that stopped tiered dispatch, or let its streams grow, before they were fixed.
+        _tiered("rows-due-before-1970", ("kill_partition_leader",), APART, ancient=20),
+        _tiered("queue-no-worker-reads", ("kill_partition_leader",), APART, unread=50),
+        _tiered("etcd-rebuilt", ("rebuild_etcd",), (3.0, 5.0)),
+        _tiered("redis-demoted", ("demote_redis",), (3.0, 5.0)),
     )
 }
 

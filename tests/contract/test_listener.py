@@ -11,6 +11,7 @@ import pytest
 from chronoq.core.jobs import JobStatus
 from chronoq.storage.base import ChangeListener, JobClaimParams, JobLeaseRef, JobRescueParams
 from chronoq.storage.sqlite.store import SqliteStore
+from chronoq.tier.stager import notified_run_at
 
 from .support import DEADLINE, Store, claim_one, get, insert, open_store, params, ref
 
@@ -39,6 +40,24 @@ def test_wait_returns_after_another_connection_inserts(
         other.close()
     assert listener.wait(DEADLINE) is True
     assert listener.wait(0.1) is False  # the change was reported once
+
+
+def test_notices_name_what_changed_where_the_store_can_say(
+    store: Store, listener: ChangeListener
+) -> None:
+    """PostgreSQL's insert notifications carry the earliest run_at of the rows (the tier's
+    stager plans its passes by it); SQLite's carry nothing. Both report each change once."""
+    insert(store, params(delay_seconds=3600))
+    notices = listener.notices(DEADLINE)
+    assert notices
+    if isinstance(store, SqliteStore):
+        assert notices == [""]
+    else:
+        [payload] = notices
+        run_at = notified_run_at(payload)
+        assert run_at is not None
+        assert run_at - time.time() == pytest.approx(3600, abs=60)
+    assert listener.notices(0.1) == []
 
 
 def test_a_blocked_waiter_is_woken_by_an_insert(store: Store, listener: ChangeListener) -> None:

@@ -103,7 +103,7 @@ def test_epochs_belong_to_one_partition(tier: Tier) -> None:
 def test_move_takes_exactly_the_timers_due_by_now_never_one_early(tier: Tier) -> None:
     store = led(tier.store)
     reader = tier.reader()
-    assert store.stage(P, 1, timers(NOW - 1, NOW, NOW + 1)) == 3
+    assert store.stage(P, 1, timers(NOW - 1, NOW, NOW + 1)).added == 3
     moved = store.move_due(P, 1, NOW, 100)
     assert (moved.moved, moved.stale, moved.lost, moved.next_due_ms) == (2, False, False, NOW + 1)
     assert [(d.job_id, d.token, d.partition) for d in drain(reader)] == [(1, 100, P), (2, 101, P)]
@@ -143,8 +143,8 @@ def test_a_move_is_bounded_by_its_limit(tier: Tier) -> None:
 
 def test_staging_a_timer_again_updates_its_score(tier: Tier) -> None:
     store = led(tier.store)
-    assert store.stage(P, 1, timers(NOW)) == 1
-    assert store.stage(P, 1, timers(NOW + 500)) == 0  # the same member: no duplicate
+    assert store.stage(P, 1, timers(NOW)).added == 1
+    assert store.stage(P, 1, timers(NOW + 500)).added == 0  # the same member: no duplicate
     assert store.status(P, NOW).staged == 1
     assert store.move_due(P, 1, NOW, 10).moved == 0
     assert store.move_due(P, 1, NOW + 500, 10).moved == 1
@@ -152,7 +152,7 @@ def test_staging_a_timer_again_updates_its_score(tier: Tier) -> None:
 
 def test_a_large_stage_is_split_and_counted_whole(tier: Tier) -> None:
     store = led(tier.store)
-    assert store.stage(P, 1, timers(*range(NOW, NOW + 2500))) == 2500
+    assert store.stage(P, 1, timers(*range(NOW, NOW + 2500))).added == 2500
     assert store.status(P, NOW + 2500).staged == 2500
 
 
@@ -176,14 +176,15 @@ def test_a_stale_epoch_stages_and_moves_nothing_and_says_so(tier: Tier) -> None:
         store.stage(P, 1, timers(NOW, first_id=50))
     moved = store.move_due(P, 1, NOW, 10)
     assert moved.stale and not moved.lost and moved.moved == 0
-    assert store.trim(P, 1) == 0
+    with pytest.raises(StaleEpoch):
+        store.trim(P, 1)
     assert store.status(P, NOW).staged == 1  # the stale stage wrote nothing
     assert store.move_due(P, 2, NOW, 10).moved == 1  # the current epoch moves
 
 
 def test_a_stage_with_no_timers_still_checks_the_epoch(tier: Tier) -> None:
     store = led(tier.store, epoch=2)
-    assert store.stage(P, 2, []) == 0
+    assert store.stage(P, 2, []).added == 0
     with pytest.raises(StaleEpoch):
         store.stage(P, 1, [])
 
@@ -194,7 +195,22 @@ def test_a_partition_never_taken_over_reads_as_lost(tier: Tier) -> None:
         store.stage(P, 1, timers(NOW))
     moved = store.move_due(P, 1, NOW, 10)
     assert moved.lost and not moved.stale and moved.moved == 0
+    with pytest.raises(PartitionLost):
+        store.trim(P, 1)
     assert store.status(P, NOW).epoch is None
+
+
+def test_a_forced_take_over_records_a_lower_epoch_and_fences_the_higher(tier: Tier) -> None:
+    """A leader whose coordination service was rebuilt holds a lower epoch than Redis: once it
+    has shown that, it takes the partition over anyway, and the higher epoch is fenced."""
+    store = led(tier.store, epoch=500)
+    store.stage(P, 500, timers(NOW))
+    assert not store.take_over(P, 5).accepted
+    forced = store.take_over(P, 5, force=True)
+    assert forced.accepted and not forced.lost
+    assert store.status(P, NOW).epoch == 5
+    assert store.move_due(P, 5, NOW, 10).moved == 1  # what the old epoch staged still moves
+    assert store.move_due(P, 500, NOW, 10).lost  # the old epoch reads Redis as having lost it
 
 
 def test_an_epoch_above_the_stored_one_reads_as_lost(tier: Tier) -> None:
@@ -224,6 +240,62 @@ def test_trim_keeps_pending_and_undelivered_entries(tier: Tier) -> None:
     reader.ack([second])
     assert store.trim(P, 1) == 2
     assert store.status(P, NOW).stream_length == 0
+
+
+def test_a_move_names_the_entries_it_added(tier: Tier) -> None:
+    store = led(tier.store)
+    reader = tier.reader()
+    store.stage(P, 1, timers(NOW - 1, NOW))
+    moved = store.move_due(P, 1, NOW, 10)
+    assert [(e.job_id, e.token) for e in moved.entries] == [(1, 100), (2, 101)]
+    read = reader.read(10, 0)
+    assert [d.entry_id for d in read] == [e.entry_id for e in moved.entries]
+
+
+def test_waiting_entries_are_those_not_read_or_not_acknowledged(tier: Tier) -> None:
+    store = led(tier.store)
+    reader = tier.reader(queues=("q", "unread"))
+    store.stage(P, 1, timers(NOW - 2, NOW - 1, NOW))
+    store.stage(P, 1, timers(NOW, queue="unread", first_id=10))
+    moved = {e.job_id: e.entry_id for e in store.move_due(P, 1, NOW, 10).entries}
+    asked = [("q", moved[1]), ("q", moved[2]), ("q", moved[3]), ("unread", moved[10])]
+    assert store.waiting(P, asked) == set(asked)  # none read yet
+    read = {d.job_id: d for d in reader.read(10, 0)}
+    assert store.waiting(P, asked) == set(asked)  # read, none acknowledged
+    reader.ack([read[1], read[10]])
+    assert store.waiting(P, asked) == {asked[1], asked[2]}
+    reader.ack([read[2], read[3]])
+    store.trim(P, 1)
+    assert store.waiting(P, asked) == set()
+    assert store.waiting(P, [("never-written", "1-0")]) == set()
+    assert store.waiting(P, []) == set()
+
+
+def test_a_job_whose_entry_waits_is_not_staged_again(tier: Tier) -> None:
+    """A new leader stages its horizon: a job whose entry its predecessor moved, under the same
+    token, and that still waits, gets no second entry; it is named in the reply instead."""
+    store = led(tier.store)
+    reader = tier.reader()
+    store.stage(P, 1, timers(NOW))
+    [entry] = store.move_due(P, 1, NOW, 10).entries
+    again = store.stage(P, 1, timers(NOW))
+    assert again.added == 0 and again.moved == (entry,)
+    assert store.move_due(P, 1, NOW, 10).moved == 0
+    [read] = reader.read(10, 0)
+    assert store.stage(P, 1, timers(NOW)).moved == (entry,)  # read, not acknowledged: waits
+    reader.ack([read])
+    assert store.stage(P, 1, timers(NOW)).added == 1  # acknowledged, job pending: again
+    store.move_due(P, 1, NOW, 10)
+    assert store.stage(P, 1, timers(NOW)).added == 0  # and that new entry waits in its turn
+    other_token = store.stage(P, 1, [Timer(1, 999, "q", NOW)])  # the job ran and came back
+    assert other_token.added == 1 and other_token.moved == ()
+
+
+def test_a_queue_no_worker_reads_keeps_its_entries_waiting(tier: Tier) -> None:
+    store = led(tier.store)
+    store.stage(P, 1, timers(NOW, queue="nobody"))
+    [entry] = store.move_due(P, 1, NOW, 10).entries
+    assert store.waiting(P, [("nobody", entry.entry_id)]) == {("nobody", entry.entry_id)}
 
 
 def test_trim_keeps_everything_no_group_has_read(tier: Tier) -> None:
@@ -258,8 +330,8 @@ def test_status_counts(tier: Tier) -> None:
         (lambda s: s.take_over(-1, 1), "a partition must be an integer of at least 0"),
         (lambda s: s.move_due(P, 1, NOW, 0), "the move limit must be at least 1"),
         (lambda s: s.move_due(P, 1, NOW, MAX_MOVE_LIMIT + 1), "the move limit must be at most"),
-        (lambda s: s.move_due(P, 1, 2**53, 10), "now_ms must be below 2\\*\\*53"),
-        (lambda s: s.stage(P, 1, [Timer(1, 1, "", NOW)]), "a queue name must be a non-empty"),
+        (lambda s: s.move_due(P, 1, 2**53, 10), "now_ms must be at most"),
+        (lambda s: s.stage(P, 1, [Timer(1, 1, "", NOW)]), "queue must be a non-empty"),
         (lambda s: s.stage(P, 1, [Timer(True, 1, "q", NOW)]), "job_id must be an integer"),
         (lambda s: s.stage(P, 1, [Timer(1, 1, "q", 1.5)]), "due_ms must be an integer"),  # type: ignore[arg-type]
     ],

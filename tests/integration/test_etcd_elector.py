@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -153,6 +155,59 @@ def test_unreachable_etcd_leads_nothing_and_warns_once(caplog: pytest.LogCapture
     assert "connection refused" in warnings[0].getMessage()
     with pytest.raises(CoordinationUnavailable, match="etcd cannot be reached"):
         elector.leaders()
+    elector.close()
+
+
+# Answers of the wrong shape (a proxy's page, a different API): a failed request of that member
+
+MALFORMED = [b"[]", b"{}", b'{"ID": null, "result": []}', b"<html>not json</html>"]
+
+
+@pytest.fixture(params=MALFORMED, ids=["list", "empty", "nulls", "html"])
+def malformed_endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
+    """http://127.0.0.1:port of a server that answers every POST 200 with `request.param`."""
+    body: bytes = request.param
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_an_answer_of_the_wrong_shape_is_a_failed_request(
+    malformed_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    elector = EtcdElector([malformed_endpoint], "a", PARTITIONS, ttl=TTL, prefix="malformed")
+    with caplog.at_level(logging.WARNING, logger="chronoq.coordination"):
+        assert [elector.step() for _ in range(2)] == [{}, {}]
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("chronoq.")]
+    assert len(warnings) == 1, warnings
+    assert malformed_endpoint in warnings[0]
+    elector.close()
+
+
+def test_a_member_answering_the_wrong_shape_is_skipped_for_the_next(
+    malformed_endpoint: str, etcd_cluster: EtcdCluster, etcd_prefix: str
+) -> None:
+    endpoints = [malformed_endpoint, *etcd_cluster.endpoints]
+    elector = EtcdElector(endpoints, "a", PARTITIONS, ttl=TTL, prefix=etcd_prefix)
+    led = wait_until(elector.step, timeout=WAIT, what="a to lead through the good members")
+    assert sorted(led) == list(range(PARTITIONS))
     elector.close()
 
 

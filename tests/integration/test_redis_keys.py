@@ -31,13 +31,15 @@ def test_every_key_a_partition_writes_maps_to_its_slot(
         assert tag, f"{key} carries no partition tag"
         by_partition.setdefault(int(tag[1]), set()).add(key_slot(key.encode()))
     assert by_partition == {p: {key_slot(f"{{p{p}}}".encode())} for p in range(4)}
-    assert len(written) == 4 * (3 + len(queues))  # epoch, timers, queues and one stream a queue
+    # epoch, timers, queues, entries and one stream a queue
+    assert len(written) == 4 * (4 + len(queues))
     reader.close()
     store.close()
 
 
 def test_the_layout_of_a_partitions_keys() -> None:
     keys = partition_keys("chronoq", 7)
+    assert keys.entries == "chronoq:{p7}:entries"
     assert (keys.epoch, keys.timers, keys.queues, keys.stream("a:b")) == (
         "chronoq:{p7}:epoch",
         "chronoq:{p7}:timers",

@@ -14,7 +14,7 @@ def main() -> None:
     print(chronoq.__file__)
     for dialect in ("chronoq.storage.sqlite", "chronoq.storage.postgres"):
         assert load_dialect(dialect) and load_migrations(dialect), dialect
-    for script in ("stage", "move", "fence", "trim", "take_over"):
+    for script in ("stage", "move", "fence", "trim", "take_over", "waiting", "waits"):
         assert lua_source(script).strip(), script
     http = resources.files("chronoq.http")
     assert http.joinpath("templates").joinpath("base.html").read_text(encoding="utf-8")

@@ -17,6 +17,10 @@ a client here can tell: a new connection completes its handshake with the relay 
 connects to the server only after the heal), and nothing ever times out inside the relay (a
 real connection's retransmissions give up after minutes; cuts here last seconds).
 
+`down()` stands for the server itself going away (stopped, restarted, its host rebooted) rather
+than the path to it: every relayed connection is closed and every new one is closed at once, so
+a client sees its connections reset and its connection attempts fail fast, until `heal()`.
+
 A cut is symmetric and per link: the relays of one client process stand for its links, so
 cutting them isolates that process from one server (or all) while the others still reach it.
 """
@@ -82,6 +86,7 @@ class Link:
         self._open: asyncio.Event | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._down = False
 
     @property
     def cut_now(self) -> bool:
@@ -94,11 +99,21 @@ class Link:
         """From now on nothing passes either way, until `heal()`."""
         self._network.call(self._set(False))
 
+    def down(self) -> None:
+        """The server is gone until `heal()`: its connections close, new ones are closed."""
+        self._network.call(self._go_down())
+
     def heal(self) -> None:
         self._network.call(self._set(True))
 
+    async def _go_down(self) -> None:
+        self._down = True
+        for writer in list(self._writers):
+            writer.close()
+
     async def _set(self, open_: bool) -> None:
         assert self._open is not None
+        self._down = False
         if open_:
             self._open.set()
         else:
@@ -126,6 +141,9 @@ class Link:
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
     ) -> None:
         assert self._open is not None
+        if self._down:
+            client_out.close()  # refused: the server is not there
+            return
         self._writers.add(client_out)
         try:
             await self._open.wait()  # a connection made during a cut reaches the server after it

@@ -37,14 +37,19 @@ def leading(
     elector: PartitionElector | None = None,
     observers: Iterable[Observer] = (),
     step_interval: float = 0.05,
+    lease_ttl: float | None = None,
 ) -> Iterator[TierLeader]:
     """A partition leader for `app` on a thread until the block ends, elected by `elector`
-    (default: the static elector, leading every partition); its events go to `observers`."""
+    (default: the static elector, leading every partition); its events go to `observers`.
+    `lease_ttl` defaults to the elector's own `ttl` (an etcd elector's), else 5 s."""
+    chosen = elector or StaticElector("test-leader", app.config.partitions)
     timers = RedisTimerStore(connect(redis_url), prefix=app.config.redis_prefix)
     options = TierOptions(
-        partitions=app.config.partitions, horizon=30.0, step_interval=step_interval
+        partitions=app.config.partitions,
+        horizon=30.0,
+        step_interval=step_interval,
+        lease_ttl=lease_ttl or float(getattr(chosen, "ttl", 5.0)),
     )
-    chosen = elector or StaticElector("test-leader", app.config.partitions)
     leader = TierLeader(app.runtime(), chosen, timers, options, Observers(observers))
     stop = threading.Event()
     failures: list[BaseException] = []

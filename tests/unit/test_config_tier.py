@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chronoq import App
@@ -65,6 +67,14 @@ def test_the_redis_url_stays_out_of_the_repr() -> None:
     assert "hunter2" not in shown
     assert "redis_url" not in shown
     assert "dispatch='tiered'" in shown
+
+
+def test_etcd_passwords_stay_out_of_the_repr() -> None:
+    in_url = Config.load({}, **TIERED | {"etcd_endpoints": "https://root:hunter2@a:2379"})
+    in_setting = Config.load({}, **TIERED | {"etcd_username": "root", "etcd_password": "hunter2"})
+    assert "hunter2" not in repr(in_url)
+    assert "hunter2" not in repr(in_setting)
+    assert "etcd_username='root'" in repr(in_setting)
 
 
 # -- dispatch ------------------------------------------------------------------------------
@@ -145,7 +155,9 @@ def test_etcd_endpoints_are_split_and_trimmed() -> None:
         ("http://a:70000", "entry 1 ('http://a:70000') has an invalid port"),
         ("http://a:2379/v3", "entry 1 ('http://a:2379/v3') must be only scheme://host:port"),
         ("http://a:2379?x=1", "must be only scheme://host:port"),
-        ("http://root:hunter2@a:2379", "entry 1 ('http://root:***@a:2379') must not carry"),
+        ("http://root@a:2379", "entry 1 ('http://root@a:2379') must carry both a user and"),
+        ("http://:hunter2@a:2379", "entry 1 ('http://:***@a:2379') must carry both a user"),
+        ("http://root:hunter2@a:2379/v3", "entry 1 ('http://root:***@a:2379/v3') must be only"),
     ],
 )
 def test_each_etcd_endpoint_is_checked(endpoints: str, problem: str) -> None:
@@ -287,3 +299,106 @@ def test_app_checks_the_tiered_rule_against_its_own_dsn(monkeypatch: pytest.Monk
 def test_app_refuses_a_misspelt_tier_setting() -> None:
     with pytest.raises(ConfigError, match="unknown setting 'partition'; did you mean 'partitions'"):
         App(PG, partition=8)
+
+
+# -- etcd authentication and TLS -----------------------------------------------------------
+
+
+@pytest.fixture
+def pem(tmp_path: Path) -> Path:
+    """A file to name as a certificate or key (Config checks only that it can be read)."""
+    path = tmp_path / "some.pem"
+    path.write_text("-----BEGIN CERTIFICATE-----\n")
+    return path
+
+
+HTTPS = "https://10.0.0.1:2379,https://10.0.0.2:2379"
+
+
+def test_the_environment_sets_the_etcd_login_and_tls_files(pem: Path) -> None:
+    env = {
+        "CHRONOQ_ETCD_ENDPOINTS": HTTPS,
+        "CHRONOQ_ETCD_USERNAME": "chronoq",
+        "CHRONOQ_ETCD_PASSWORD": "hunter2",
+        "CHRONOQ_ETCD_CA_FILE": str(pem),
+        "CHRONOQ_ETCD_CERT_FILE": str(pem),
+        "CHRONOQ_ETCD_KEY_FILE": str(pem),
+    }
+    config = Config.load(env)
+    assert (config.etcd_username, config.etcd_password) == ("chronoq", "hunter2")
+    assert config.etcd_ca_file == config.etcd_cert_file == config.etcd_key_file == str(pem)
+
+
+@pytest.mark.parametrize(
+    "endpoints",
+    [
+        "https://chronoq:hunter2@a:2379,https://chronoq:hunter2@b:2379",
+        "https://chronoq:hunter2@a:2379,https://b:2379",  # one entry carries it for all
+        "http://chronoq:p%40ss@a:2379",  # percent-encoded
+    ],
+)
+def test_a_login_in_the_endpoints_is_accepted(endpoints: str) -> None:
+    assert Config.load({}, etcd_endpoints=endpoints).etcd_endpoints == endpoints
+
+
+def test_the_same_login_in_the_endpoints_and_the_settings_is_accepted() -> None:
+    config = Config.load(
+        {},
+        etcd_endpoints="https://chronoq:hunter2@a:2379",
+        etcd_username="chronoq",
+        etcd_password="hunter2",
+    )
+    assert config.etcd_username == "chronoq"
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"etcd_username": "chronoq"}, "setting 'etcd_password' must be set too"),
+        ({"etcd_password": "hunter2"}, "setting 'etcd_username' must be set too"),
+        (
+            {"etcd_endpoints": "https://a:hunter2@a:2379,https://b:hunter2@b:2379"},
+            "setting 'etcd_endpoints' carries different users or passwords",
+        ),
+        (
+            {
+                "etcd_endpoints": "https://a:hunter2@a:2379",
+                "etcd_username": "a",
+                "etcd_password": "other-hunter2",
+            },
+            "setting 'etcd_username' and etcd_password differ from the user:password@",
+        ),
+    ],
+)
+def test_one_etcd_login_is_required(settings: dict[str, str], problem: str) -> None:
+    message = refused(**settings)
+    assert message.startswith(problem)
+    assert "hunter2" not in message
+
+
+def test_a_missing_tls_file_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.pem"
+    for name in ("etcd_ca_file", "etcd_cert_file", "etcd_key_file"):
+        assert refused(etcd_endpoints=HTTPS, **{name: str(missing)}) == (
+            f"setting {name!r} names no file: {str(missing)!r}"
+        )
+
+
+def test_a_certificate_needs_its_key_and_a_key_its_certificate(pem: Path) -> None:
+    assert refused(etcd_endpoints=HTTPS, etcd_cert_file=str(pem)).startswith(
+        "setting 'etcd_key_file' must be set too: a client certificate needs its private key"
+    )
+    assert refused(etcd_endpoints=HTTPS, etcd_key_file=str(pem)).startswith(
+        "setting 'etcd_cert_file' must be set too"
+    )
+
+
+@pytest.mark.parametrize("name", ["etcd_ca_file", "etcd_cert_file"])
+def test_tls_files_need_https_endpoints(pem: Path, name: str) -> None:
+    files = {name: str(pem)} | ({"etcd_key_file": str(pem)} if name == "etcd_cert_file" else {})
+    endpoints = "https://a:2379,http://root:hunter2@b:2379"
+    message = refused(etcd_endpoints=endpoints, **files)
+    assert message == (
+        f"setting {name!r} needs https:// etcd endpoints, but entry 2 of 'etcd_endpoints' is "
+        "'http://root:***@b:2379'"
+    )

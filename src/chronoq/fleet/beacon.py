@@ -139,14 +139,14 @@ class Beacon:
                 log.warning(
                     "could not refresh this process's record in the fleet registry: %s",
                     exc,
-                    extra={"action": "fleet.beat_failed", "process": self._process_id},
+                    extra={"action": "fleet.beat_failed", "process_id": self._process_id},
                 )
             self._failing = True
             return
         if self._failing:
             log.info(
                 "the fleet registry is reachable again",
-                extra={"action": "fleet.beat_recovered", "process": self._process_id},
+                extra={"action": "fleet.beat_recovered", "process_id": self._process_id},
             )
         self._failing = False
 

@@ -21,9 +21,10 @@ _MICROSECOND = timedelta(microseconds=1)
 
 def due_ms(moment: datetime) -> int:
     """`moment` in whole milliseconds since the epoch, rounded up: a timer never fires before
-    its job is due."""
+    its job is due. A moment before 1970 is 0: a score cannot be negative, and a job due then
+    is simply due now."""
     micros = (moment - EPOCH) // _MICROSECOND
-    return -(-micros // 1000)
+    return max(0, -(-micros // 1000))
 
 
 class DbClock:

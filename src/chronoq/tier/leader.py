@@ -88,9 +88,11 @@ class TierLeader:
     # -- the loops ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Lead until `stop` is set: this thread elects and moves; a second stages (reading
-        the horizon must never hold up a move); a third listens for new jobs."""
+        """Lead until `stop` is set: this thread moves; a second steps the elector (a slow
+        coordination service must never hold up a move); a third stages (nor may reading the
+        horizon); a fourth listens for new jobs."""
         helpers = [
+            threading.Thread(target=self._elect, args=(stop,), name="chronoq-tier-elect"),
             threading.Thread(target=self.stager.listen, args=(stop,), name="chronoq-tier-listen"),
             threading.Thread(target=self.stager.run, args=(stop,), name="chronoq-tier-stage"),
         ]
@@ -99,7 +101,7 @@ class TierLeader:
             helper.start()
         try:
             while not stop.is_set():
-                self.run_once()
+                self._move_guarded(stop)
                 self._wake.wait(self._until_next())
                 self._wake.clear()
         finally:
@@ -113,15 +115,10 @@ class TierLeader:
             raise self.stager.failure
 
     def run_once(self) -> None:
-        """One turn of the mover: leadership when its time has come, then what is due."""
-        now = self._monotonic()
-        if now >= self._next_step:
-            self._next_step = now + self.options.step_interval
+        """One turn on one thread: leadership when its time has come, then what is due."""
+        if self._monotonic() >= self._next_step:
             self._lead()
-        with self.led.lock:
-            if self.led.acting():
-                self.mover.move_due()
-                self.mover.trim_due()
+        self._move()
 
     def stage_once(self) -> None:
         """One pass of the stager (see `Stager.stage_once`)."""
@@ -131,8 +128,33 @@ class TierLeader:
         self._wake.set()
         self.stager.now.set()
 
+    def _elect(self, stop: threading.Event) -> None:
+        """Thread: a leadership step every step_interval."""
+        while not stop.is_set():
+            try:
+                self._lead()
+            except Exception:
+                log.exception("a leadership step failed", extra={"action": "tier.step_failed"})
+            stop.wait(max(0.0, self._next_step - self._monotonic()))
+        self._wake.set()
+
+    def _move_guarded(self, stop: threading.Event) -> None:
+        """One turn of the mover; one that fails unexpectedly is logged, and the next turn
+        comes a step later (what it did not move is still in Redis, and the sweep finds it)."""
+        try:
+            self._move()
+        except Exception:
+            log.exception("a turn of the mover failed", extra={"action": "tier.move_failed"})
+            stop.wait(self.options.step_interval)
+
+    def _move(self) -> None:
+        with self.led.lock:
+            if self.led.acting():
+                self.mover.trim_due()  # first: its sweep moves in this same turn
+                self.mover.move_due()
+
     def _until_next(self) -> float:
-        moments = [self._next_step]
+        moments = [self._monotonic() + self.options.step_interval]
         with self.led.lock:
             deadline = self.led.wheel.next_deadline() if self.led.acting() else None
         if deadline is not None:
@@ -145,11 +167,16 @@ class TierLeader:
     # -- leadership -----------------------------------------------------------------------
 
     def _lead(self) -> None:
+        self._next_step = self._monotonic() + self.options.step_interval
         granted = self.elector.step()
         with self.led.lock:
             self._apply(granted)
+        self._wake.set()
 
     def _apply(self, granted: dict[int, Leadership]) -> None:
+        if not granted:
+            self._suspend()
+            return
         for number in list(self.partitions):
             lead = granted.get(number)
             if lead is None:
@@ -161,7 +188,53 @@ class TierLeader:
             if part is None:
                 self._take_over(lead)
             else:
-                part.trusted_until = lead.trusted_until
+                self._confirm(part, lead)
+
+    def _suspend(self) -> None:
+        """A step that trusts nothing: an unreachable coordination service, a lost lease. Act
+        for nothing from now on, but keep what is staged for a lease's time to live: a step
+        that grants a partition again under the same epoch goes on without re-staging (nobody
+        else can have led it meanwhile: its leader key never went away)."""
+        now = self._monotonic()
+        for number, part in list(self.partitions.items()):
+            part.trusted_until = min(part.trusted_until, now)
+            if now - part.trusted_until >= self.options.lease_ttl:
+                self._step_down(number, "not confirmed for a lease's time to live")
+
+    def _confirm(self, part: Partition, lead: Leadership) -> None:
+        part.trusted_until = lead.trusted_until
+        if part.retake:
+            self.led.retake(part)
+        elif part.fenced and part.stale_since is not None:
+            self._override_stale(part)
+
+    def _override_stale(self, part: Partition) -> None:
+        """Redis refused this epoch as stale, yet the elector still grants it a lease's time to
+        live later. Within one coordination service no leader can hold a higher epoch for the
+        partition while ours stands (one leader key per partition; a successor's key, and its
+        higher epoch, can only come after ours is gone). So the epoch stored in Redis was issued
+        by a coordination service since rebuilt or replaced, whose counters started again
+        lower; its leaders have lost their leases by now. Take the partition over anyway."""
+        assert part.stale_since is not None
+        if self._monotonic() - part.stale_since < self.options.lease_ttl:
+            return
+        try:
+            takeover = self.timers.take_over(part.number, part.epoch, force=True)
+        except ChronoqError as exc:
+            log.warning("cannot take partition %d over in Redis: %s", part.number, exc)
+            return
+        log.warning(
+            "partition %d: Redis held an epoch above %d for %.0f s while this leader still held"
+            " it: the coordination service was rebuilt or replaced; taken over under epoch %d",
+            part.number,
+            part.epoch,
+            self._monotonic() - part.stale_since,
+            part.epoch,
+            extra={"action": "tier.override", "partition": part.number, "epoch": part.epoch},
+        )
+        part.fenced = not takeover.accepted
+        part.stale_since = None
+        self.stager.restage()
 
     def _take_over(self, lead: Leadership) -> None:
         try:
@@ -170,7 +243,6 @@ class TierLeader:
             log.warning("cannot take partition %d over in Redis: %s", lead.partition, exc)
             return
         part = Partition(lead.partition, lead.epoch, lead.trusted_until)
-        part.fenced = not takeover.accepted
         self.partitions[lead.partition] = part
         self.stager.restage()  # stage its whole horizon at once
         self.events.emit(PartitionLeaderChanged(lead.partition, self.holder, lead.epoch))
@@ -180,7 +252,7 @@ class TierLeader:
             lead.epoch,
             extra={"action": "tier.lead", "partition": lead.partition, "epoch": lead.epoch},
         )
-        if part.fenced:
+        if not takeover.accepted:
             self.led.refused(part, "stale")
 
     def _step_down(self, number: int, why: str) -> None:

@@ -21,6 +21,12 @@ class TierOptions:
     restage_after: float = 30.0
     trim_interval: float = 10.0
     tick: float = 0.005
+    # The coordination lease's time to live: how long a partition may stay unconfirmed, and
+    # how long Redis must refuse an epoch the elector still grants before it is overridden.
+    lease_ttl: float = 5.0
+    # Full move batches one turn of the mover may run for a partition before it yields to
+    # the others and to its trust window: 10 of 1,000 keep a turn near 50 ms of Redis.
+    move_batches_per_turn: int = 10
 
     @classmethod
     def from_config(cls, config: Config, partitions: int) -> TierOptions:
@@ -28,4 +34,5 @@ class TierOptions:
             partitions=partitions,
             horizon=config.stage_horizon,
             step_interval=min(0.5, config.leader_ttl / 10),
+            lease_ttl=config.leader_ttl,
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from chronoq.errors import ChronoqError
 from chronoq.observability.events import MoveRefused, Observers, PartitionReconciled
 from chronoq.tier.dbclock import DbClock
-from chronoq.tier.ports import Timer, TimerStore
+from chronoq.tier.ports import MovedEntry, Timer, TimerStore
 from chronoq.tier.wheel import TimingWheel
 
 log = logging.getLogger("chronoq.tier")
@@ -33,10 +33,14 @@ NEXT_IN_REDIS = -1
 
 @dataclass(slots=True)
 class Known:
+    """A job staged by this leader: as staged, and when and onto which entry it was moved."""
+
     partition: int
     token: int
     due_ms: int
+    queue: str
     moved_at: float | None = None
+    entry: str | None = None  # its stream entry's id, when the move said which
 
 
 @dataclass(slots=True)
@@ -50,6 +54,10 @@ class Partition:
     lost_at: float | None = None
     staged_since_lost: int = 0
     next_in_redis_ms: int = 0
+    # When Redis first refused this epoch as stale (see TierLeader._override_stale).
+    stale_since: float | None = None
+    # Redis lost the partition and it is not taken over again yet: nothing is written for it.
+    retake: bool = False
 
 
 class Led:
@@ -78,9 +86,14 @@ class Led:
         self.lock = threading.RLock()
 
     def acting(self) -> list[Partition]:
-        """The partitions this leader may write for now (inside the trust window, unfenced)."""
+        """The partitions this leader may write for now (inside the trust window, unfenced,
+        and known to Redis)."""
         now = self._monotonic()
-        return [p for p in self.partitions.values() if not p.fenced and now < p.trusted_until]
+        return [p for p in self.partitions.values() if self.may_act(p, now)]
+
+    def may_act(self, part: Partition, now: float | None = None) -> bool:
+        at = self._monotonic() if now is None else now
+        return self.still_leads(part) and not part.retake and at < part.trusted_until
 
     def still_leads(self, part: Partition) -> bool:
         return self.partitions.get(part.number) is part and not part.fenced
@@ -89,16 +102,40 @@ class Led:
         old = self.known.get(timer.job_id)
         if old is not None:
             self.wheel.cancel((part.number, timer.job_id, old.token))
-        self.known[timer.job_id] = Known(part.number, timer.token, timer.due_ms)
+        self.known[timer.job_id] = Known(part.number, timer.token, timer.due_ms, timer.queue)
         part.jobs.add(timer.job_id)
         self.wheel.add((part.number, timer.job_id, timer.token), self.clock.deadline(timer.due_ms))
 
+    def adopt(self, part: Partition, timer: Timer, entry: MovedEntry, at: float) -> None:
+        """A job whose entry is already on a stream (moved by a predecessor, or by this leader
+        before it lost track): known as moved at `at`, no timer in the wheel."""
+        old = self.known.get(timer.job_id)
+        if old is not None:
+            self.wheel.cancel((part.number, timer.job_id, old.token))
+        self.known[timer.job_id] = Known(
+            part.number, timer.token, timer.due_ms, timer.queue, moved_at=at, entry=entry.entry_id
+        )
+        part.jobs.add(timer.job_id)
+
+    def moved(self, entries: tuple[MovedEntry, ...], at: float) -> None:
+        """The stream entries a move added, for the jobs this leader staged."""
+        for entry in entries:
+            known = self.known.get(entry.job_id)
+            if known is not None and known.token == entry.token:
+                known.moved_at = at
+                known.entry = entry.entry_id
+
+    def drop(self, part: Partition, job_id: int) -> Known | None:
+        """Forget one job (no longer pending in the horizon), and its timer in the wheel."""
+        known = self.known.pop(job_id, None)
+        part.jobs.discard(job_id)
+        if known is not None:
+            self.wheel.cancel((part.number, job_id, known.token))
+        return known
+
     def forget(self, part: Partition) -> None:
-        for job_id in part.jobs:
-            known = self.known.pop(job_id, None)
-            if known is not None:
-                self.wheel.cancel((part.number, job_id, known.token))
-        part.jobs.clear()
+        for job_id in list(part.jobs):
+            self.drop(part, job_id)
         self.wheel.cancel((part.number, NEXT_IN_REDIS, 0))
 
     def expect_in_redis(self, part: Partition, ms: int) -> None:
@@ -122,6 +159,8 @@ class Led:
         )
         if why == "stale":
             part.fenced = True
+            if part.stale_since is None:
+                part.stale_since = self._monotonic()
             self.forget(part)
 
     def lost(self, part: Partition) -> None:
@@ -131,6 +170,18 @@ class Led:
             part.staged_since_lost = 0
             self.refused(part, "lost")
         self.forget(part)
+        part.retake = True
+        self.retake(part)
+
+    def retake(self, part: Partition) -> None:
+        """Take a lost partition over again, only inside the trust window: a leader paused
+        past its lease must not record its old epoch in a Redis that restarted empty (its
+        successor would find the partition taken by a lower epoch). Outside it, the next
+        leadership step that trusts the partition again calls this again."""
+        if not part.retake or not self.still_leads(part):
+            return
+        if self._monotonic() >= part.trusted_until:
+            return
         try:
             takeover = self.timers.take_over(part.number, part.epoch)
         except ChronoqError as exc:
@@ -139,6 +190,7 @@ class Led:
         if not takeover.accepted:
             self.refused(part, "stale")
             return
+        part.retake = False
         self._restage()
 
     def reconciled(self, part: Partition) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd.access import EtcdAccess
 from chronoq.tier.etcd.elector import EtcdElector
 from chronoq.tier.leader import TierLeader
 from chronoq.tier.options import TierOptions
@@ -54,12 +55,14 @@ def open_leader(runtime: Runtime, holder: str, events: Observers) -> TierLeader:
         partitions,
         ttl=runtime.config.leader_ttl,
         prefix=runtime.config.redis_prefix,
+        access=_etcd_access(runtime),
     )
     try:
-        # One clear line at start when etcd cannot be reached, rather than a scheduler that
+        # One clear line at start when etcd cannot be reached or refuses the user (a wrong
+        # password, no permission to read or write the prefix), rather than a scheduler that
         # stands by forever without saying why.
-        elector.members()
-    except CoordinationUnavailable:
+        elector.check()
+    except (CoordinationUnavailable, ConfigError):
         elector.close()
         timers.close()
         raise
@@ -99,6 +102,17 @@ def _endpoints(runtime: Runtime) -> list[str]:
     return [e.strip() for e in runtime.config.etcd_endpoints.split(",") if e.strip()]
 
 
+def _etcd_access(runtime: Runtime) -> EtcdAccess:
+    config = runtime.config
+    return EtcdAccess(
+        username=config.etcd_username,
+        password=config.etcd_password,
+        ca_file=config.etcd_ca_file,
+        cert_file=config.etcd_cert_file,
+        key_file=config.etcd_key_file,
+    )
+
+
 def read_leaders(runtime: Runtime) -> tuple[list[PartitionLeader], list[str]]:
     """The partitions' leaders and the live schedulers, read without campaigning."""
     elector = EtcdElector(
@@ -107,6 +121,7 @@ def read_leaders(runtime: Runtime) -> tuple[list[PartitionLeader], list[str]]:
         partition_count(runtime),
         ttl=runtime.config.leader_ttl,
         prefix=runtime.config.redis_prefix,
+        access=_etcd_access(runtime),
     )
     try:
         return elector.leaders(), elector.members()

@@ -25,6 +25,12 @@ class ChangeListener(Protocol):
         """Block up to `timeout` seconds; True when something changed."""
         ...
 
+    def notices(self, timeout: float) -> list[str]:
+        """Block up to `timeout` seconds for changes; the payloads of every notification
+        received by then (empty: none came). An adapter whose changes carry no payload
+        answers one empty string a wake-up."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -73,8 +73,13 @@ class StageRow:
 
 @dataclass(frozen=True, slots=True)
 class Staging:
+    """Rows to stage and the database clock they were read at. `read_at`, when the adapter
+    knows it, is the local time.monotonic() of that reading: the midpoint of the statement's
+    own round trip, without the wait for a pooled connection."""
+
     rows: list[StageRow]
     db_now: datetime
+    read_at: float | None = field(default=None, compare=False)
 
 
 class TierPort(Protocol):

@@ -1,8 +1,9 @@
 """The PostgreSQL store: production storage and `FOR UPDATE SKIP LOCKED` claims.
 
-Connections come from a small psycopg pool in autocommit mode: every statement here is one
-atomic unit, so none of them holds a transaction open across a round trip. Statements are
-prepared by psycopg after a few executions, which matters for the claim and finish hot paths.
+Connections come from a small psycopg pool in autocommit mode (`pool.py`: one that reconnects
+within seconds of the database's return): every statement here is one atomic unit, so none of
+them holds a transaction open across a round trip. Statements are prepared by psycopg after a
+few executions, which matters for the claim and finish hot paths.
 How jobs are inserted (COPY, keyed and unique inserts) is in `inserts.py`.
 """
 
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, LiteralString, cast
 
@@ -19,7 +22,6 @@ import psycopg
 from psycopg.pq.abc import PGresult
 from psycopg.rows import dict_row, scalar_row, tuple_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from chronoq.coordination.legacy import warn_leader_elector
 from chronoq.coordination.postgres import PostgresElector
@@ -46,6 +48,7 @@ from chronoq.storage.dsn import check_postgres_dsn, redact, session_name
 from chronoq.storage.limited import claim_limited
 from chronoq.storage.postgres.inserts import insert_many_async, insert_on, insert_streamed
 from chronoq.storage.postgres.limits import PostgresLimitedIO
+from chronoq.storage.postgres.pool import ReconnectingPool
 from chronoq.storage.postgres.session import Q, end_sessions, stale_plan
 from chronoq.storage.postgres.session import configure_session as _configure_session
 from chronoq.storage.postgres.session import first_line as _first_line
@@ -85,7 +88,7 @@ class PostgresStore(SqlStore):
         # The claim's column layout, by the field names it was read from (_claim_columns).
         self._claim_layout: tuple[tuple[bytes | None, ...], ClaimColumns] | None = None
         self._probe(connect_timeout)
-        self._pool = ConnectionPool(
+        self._pool = ReconnectingPool(
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
@@ -298,8 +301,8 @@ class PostgresStore(SqlStore):
             # Never prepared: after a few runs a prepared statement may switch to a generic plan,
             # which cannot see how near the horizon's end is (the one it chose was 5 times
             # slower with a million pending jobs, and grows with the table).
-            rows = conn.execute(Q["job_stage_candidates"], args, prepare=False).fetchall()
-        return staging(rows[0]["db_now"], rows, self._time)
+            rows, read_at = _fetch_timed(conn, Q["job_stage_candidates"], args)
+        return replace(staging(rows[0]["db_now"], rows, self._time), read_at=read_at)
 
     def job_finish_many(self, params: Sequence[JobFinishParams]) -> set[int]:
         if not params:
@@ -506,5 +509,26 @@ class PostgresListener:
             ) from exc
         return False
 
+    def notices(self, timeout: float) -> list[str]:
+        try:
+            first = list(self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1))
+            # Whatever else has arrived meanwhile, without waiting for more.
+            rest = list(self._conn.notifies(timeout=0.0)) if first else []
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"lost the LISTEN connection to {self._dsn_display}: {_first_line(exc)}"
+            ) from exc
+        return [notice.payload for notice in first + rest]
+
     def close(self) -> None:
         self._conn.close()
+
+
+def _fetch_timed(
+    conn: psycopg.Connection[Any], query: LiteralString, args: Mapping[str, Any]
+) -> tuple[list[Any], float]:
+    """The rows of an unprepared `query`, and the monotonic midpoint of its own round trip
+    (the clock it reads is pinned there; the wait for the pooled connection is left out)."""
+    sent = time.monotonic()
+    rows = conn.execute(query, args, prepare=False).fetchall()
+    return rows, (sent + time.monotonic()) / 2

@@ -542,6 +542,9 @@ class SqliteListener:
                 return False
             self._local.wait(min(CHANGE_POLL_SECONDS, remaining))
 
+    def notices(self, timeout: float) -> list[str]:
+        return [""] if self.wait(timeout) else []
+
     def close(self) -> None:
         _LOCAL_COMMITS.unsubscribe(self._path, self._local)
         self._db.close()

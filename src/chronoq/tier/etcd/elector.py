@@ -52,6 +52,15 @@ lease, which deletes the keys at once, so a successor takes over at its next ste
 
 The keys are read by a plain range read at every step, not watched: the watch thread of etcd3gw
 dies silently when its stream breaks, and the caller polls `step()` anyway.
+
+Authentication
+--------------
+With `access` (a user and password, TLS files; see access.py) every request carries the token
+etcd gave for that user, got again whenever a member no longer knows it. When etcd refuses the
+user (a wrong password, no permission on the prefix), `check()`, `leaders()` and `members()`
+raise a ConfigError saying so, which is how a scheduler finds out at start (`check()` also
+proves, writing nothing, that the user may write the prefix); a step treats a refusal like an
+outage: it warns once and leads nothing until etcd serves it again.
 """
 
 from __future__ import annotations
@@ -60,11 +69,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from chronoq.coordination.base import Leadership, PartitionLeader
 from chronoq.errors import ConfigError, CoordinationUnavailable
+from chronoq.tier.etcd.access import EtcdAccess, EtcdRefused
 from chronoq.tier.etcd.gateway import (
     EtcdUnreachable,
     Gateway,
@@ -76,6 +87,11 @@ from chronoq.tier.etcd.share import FairShare
 
 # The logger keeps the name it had before the elector moved into the tier: log filters use it.
 log = logging.getLogger("chronoq.coordination.etcd")
+
+T = TypeVar("T")
+
+# etcd did not serve a request: no member answered in time, or it refused who we are.
+_NOT_SERVED = (EtcdUnreachable, EtcdRefused)
 
 __all__ = ["EtcdElector"]
 
@@ -94,7 +110,8 @@ class EtcdElector:
     `endpoints`: client URLs of etcd members (`http://host:port`), tried in this order;
     `holder`: this process's name, unique among the processes of the tier; `partitions`: how many
     partitions the tier has; `ttl`: the lease's time to live in seconds (5-10 s in production);
-    `prefix`: the etcd key prefix of this tier.
+    `prefix`: the etcd key prefix of this tier; `access`: a user and password and TLS files, when
+    etcd asks for them (a user:password@ in the endpoints serves too).
     """
 
     def __init__(
@@ -104,6 +121,7 @@ class EtcdElector:
         partitions: int,
         ttl: float = 5.0,
         prefix: str = "chronoq",
+        access: EtcdAccess | None = None,
     ) -> None:
         _check_holder(holder)
         _check_partitions(partitions)
@@ -112,7 +130,8 @@ class EtcdElector:
         self.partitions = partitions
         self.ttl = float(ttl)
         self.prefix = _check_prefix(prefix)
-        self._gateway = Gateway(parse_endpoints(endpoints), request_timeout=self.ttl / 4)
+        access = (access or EtcdAccess()).with_endpoint_login(endpoints)
+        self._gateway = Gateway(parse_endpoints(endpoints), self.ttl / 4, access)
         self._lease: int | None = None
         self._held: dict[int, int] = {}  # partition -> epoch, the keys of our lease
         self._withheld: dict[int, int] = {}  # given up: not reported, deleted at the next step
@@ -134,14 +153,14 @@ class EtcdElector:
             deadline = time.monotonic() + self.ttl / 2
             try:
                 renewed_at = self._renew(deadline)
-            except EtcdUnreachable as exc:
+            except _NOT_SERVED as exc:
                 self._note_outage(exc, renewed=False)
                 return {}
             if renewed_at is None:
                 return {}
             try:
                 self._rebalance(deadline)
-            except EtcdUnreachable as exc:
+            except _NOT_SERVED as exc:
                 # Renewed, so what we hold is still ours; only this step's changes are lost.
                 self._note_outage(exc, renewed=True)
             else:
@@ -157,6 +176,14 @@ class EtcdElector:
 
     def members(self) -> list[str]:
         return sorted(self._read_or_raise().members)
+
+    def check(self) -> None:
+        """Raise now what would keep this elector from leading, without campaigning:
+        CoordinationUnavailable when etcd cannot be reached, ConfigError when it refuses the
+        user, or the user may not read and write the prefix."""
+        self._read_or_raise()
+        member = self._member_key(self.holder)
+        self._served(lambda deadline: self._gateway.check_writable(member, deadline))
 
     def close(self) -> None:
         """Revoke the lease: every key of this process goes at once, so successors take over
@@ -206,7 +233,7 @@ class EtcdElector:
     def _revoke(self, lease: int) -> None:
         try:
             self._gateway.revoke(lease, time.monotonic() + self.ttl / 2)
-        except EtcdUnreachable as exc:
+        except _NOT_SERVED as exc:
             log.warning(
                 "could not revoke the etcd lease of %s (%s): its partitions free up when it"
                 " expires, within %.1fs",
@@ -284,10 +311,16 @@ class EtcdElector:
         return _View(members, leaders)
 
     def _read_or_raise(self) -> _View:
+        return self._served(self._read)
+
+    def _served(self, request: Callable[[float], T]) -> T:
+        """`request(deadline)`, its failures raised as the errors the caller shows."""
         try:
-            return self._read(time.monotonic() + self.ttl / 2)
+            return request(time.monotonic() + self.ttl / 2)
         except EtcdUnreachable as exc:
             raise CoordinationUnavailable(f"etcd cannot be reached: {exc}") from None
+        except EtcdRefused as exc:
+            raise ConfigError(f"{exc} (key prefix {self.prefix}/)") from None
 
     def _partition_of(self, name: str) -> int | None:
         """The partition of `NNNN/leader`, or None for a key that is not one of ours."""
@@ -318,7 +351,7 @@ class EtcdElector:
 
     # Outages: one warning when etcd goes away, one line when it is back.
 
-    def _note_outage(self, exc: EtcdUnreachable, renewed: bool) -> None:
+    def _note_outage(self, exc: Exception, renewed: bool) -> None:
         if self._outage:
             return
         self._outage = True
@@ -327,8 +360,10 @@ class EtcdElector:
             if renewed
             else "leading nothing until it answers again"
         )
+        what = "refuses" if isinstance(exc, EtcdRefused) else "unreachable for"
         log.warning(
-            "etcd unreachable for %s (%s): %s",
+            "etcd %s %s (%s): %s",
+            what,
             self.holder,
             exc,
             consequence,

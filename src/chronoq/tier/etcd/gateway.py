@@ -3,7 +3,9 @@
 ```
  call(request, deadline)
    ├─► endpoint k   ── answer ─────────────────────────────► result (k stays the current one)
-   ├─► endpoint k   ── refused / timed out / 5xx ──► rotate to k+1 and try again
+   ├─► endpoint k   ── refused / timed out / 5xx / TLS failed / an answer of the wrong shape
+   │                     ──► rotate to k+1 and try again
+   ├─► endpoint k   ── wrong user or password, no permission ──► EtcdRefused (access.py)
    └─► every endpoint failed once, or the deadline passed ──► EtcdUnreachable
 ```
 
@@ -19,7 +21,7 @@ yes or no, where the elector needs the key's `create_revision` (the epoch of a l
 from __future__ import annotations
 
 import base64
-import json
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,10 +34,24 @@ from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
 from chronoq.errors import ConfigError
+from chronoq.storage.dsn import redact
+from chronoq.tier.etcd.access import EtcdAccess, Login, error_message
 
 T = TypeVar("T")
 
 API_PATH = "/v3/"  # etcd >= 3.4; naming it saves a /version request per member
+# What a failed attempt on one member may raise: etcd3gw's errors, requests' (OSError covers
+# them and a TLS file that cannot be read), and an answer that is not JSON or not of the shape
+# the request expects (a missing key, a list for an object, ...).
+_MEMBER_FAILURES = (
+    etcd_errors.Etcd3Exception,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+)
 
 
 class EtcdUnreachable(Exception):
@@ -66,8 +82,9 @@ class Endpoint:
 
 
 def parse_endpoint(text: str) -> Endpoint:
-    """`http://host:port` (or https) as an `Endpoint`; anything else is a ConfigError naming it."""
-    problem = f"etcd endpoint {text!r} is not of the form http://host:port"
+    """`http://host:port` (or https, optionally with user:password@, see `EtcdAccess`) as an
+    `Endpoint`; anything else is a ConfigError naming it (without its password)."""
+    problem = f"etcd endpoint {redact(text)!r} is not of the form http://host:port"
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -75,7 +92,7 @@ def parse_endpoint(text: str) -> Endpoint:
         raise ConfigError(f"{problem} ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
         raise ConfigError(problem)
-    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(problem)
     return Endpoint(parts.scheme, parts.hostname, port)
 
@@ -119,12 +136,17 @@ def _last_range(answer: dict[str, Any]) -> KeyValue | None:
 class Gateway:
     """Thread-safe access to etcd through one of `endpoints`, rotating on failure."""
 
-    def __init__(self, endpoints: Sequence[Endpoint], request_timeout: float) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        request_timeout: float,
+        access: EtcdAccess | None = None,
+    ) -> None:
         self.endpoints = list(endpoints)
         self._timeout = request_timeout
+        self._login = Login(access or EtcdAccess())
         self._clients = [
-            Etcd3Client(host=e.host, port=e.port, protocol=e.protocol, api_path=API_PATH)
-            for e in self.endpoints
+            self._login.access.client(e.protocol, e.host, e.port, API_PATH) for e in self.endpoints
         ]
         self._current = 0
         self._lock = threading.Lock()
@@ -142,8 +164,8 @@ class Gateway:
                 client = self._clients[self._current]
                 client.timeout = min(self._timeout, remaining)
                 try:
-                    return request(client)
-                except (etcd_errors.Etcd3Exception, requests.RequestException, ValueError) as exc:
+                    return self._login.send(client, request)
+                except _MEMBER_FAILURES as exc:
                     failures.append(f"{client.base_url}: {_describe(exc)}")
                     self._current = (self._current + 1) % len(self._clients)
             raise EtcdUnreachable("; ".join(failures))
@@ -220,6 +242,17 @@ class Gateway:
         }
         return self.call(lambda client: _last_range(dict(client.transaction(txn))), deadline)
 
+    def check_writable(self, key: str, deadline: float) -> None:
+        """Raise EtcdRefused if this client may not write `key`; nothing is written: etcd checks
+        the permission of every operation of a transaction, also of a branch never taken."""
+        never = {"key": _b64(key), "result": "LESS", "target": "VERSION", "version": 0}
+        txn = {
+            "compare": [never],
+            "success": [{"request_put": {"key": _b64(key), "value": ""}}],
+            "failure": [],
+        }
+        self.call(lambda client: client.transaction(txn), deadline)
+
     def delete_if_created_at(self, key: str, create_revision: int, deadline: float) -> bool:
         """Delete `key` only if it is the one created at `create_revision`, so a successor's key
         of the same name is never deleted; True when it was deleted."""
@@ -242,11 +275,37 @@ def _describe(exc: Exception) -> str:
     """One short line for a failed request (requests' own messages repeat the whole URL)."""
     if isinstance(exc, etcd_errors.ConnectionTimeoutError | requests.Timeout):
         return "timed out"
-    text = exc.detail_text if isinstance(exc, etcd_errors.Etcd3Exception) else str(exc)
+    if isinstance(exc, KeyError | IndexError | TypeError | AttributeError):
+        return f"unexpected answer ({type(exc).__name__}: {exc})"[:200]
+    text = error_message(exc) if isinstance(exc, etcd_errors.Etcd3Exception) else str(exc)
     text = text or type(exc).__name__
     if "Connection refused" in text:
         return "connection refused"
-    try:  # the gateway's error bodies are JSON with a message
-        return str(json.loads(text)["message"])[:200]
-    except (ValueError, TypeError, KeyError):
-        return text[:200]
+    return _describe_tls(text) or text[:200]
+
+
+_VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(')]+)")
+_SSL_REASON = re.compile(r"\[SSL: \w+\] ([^(')]+)")
+# How a member that wants a client certificate ends a handshake without one, or with one it
+# does not trust (the alert under TLS 1.2, an abrupt end under TLS 1.3).
+_CLIENT_REFUSED = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA", "SSLEOFError")
+
+
+def _describe_tls(text: str) -> str | None:
+    """What a TLS failure means for the settings, or None when `text` is no TLS failure."""
+    if found := _VERIFY_FAILED.search(text):
+        return (
+            f"TLS: the member's certificate is not trusted ({found[1].strip()}): "
+            "etcd_ca_file must name the CA that signed it"
+        )
+    if any(words in text for words in _CLIENT_REFUSED):
+        return (
+            "TLS: the member ended the handshake: does it want a client certificate "
+            "(etcd_cert_file, etcd_key_file) signed by a CA it trusts?"
+        )
+    if "WRONG_VERSION_NUMBER" in text:
+        return "TLS: the member does not speak TLS on this port (an http:// endpoint?)"
+    if "SSLError" in text:
+        reason = _SSL_REASON.search(text)
+        return f"TLS failed: {reason[1].strip() if reason else text[:160]}"
+    return None

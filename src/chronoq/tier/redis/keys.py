@@ -5,6 +5,7 @@
 <prefix>:{p7}:timers       sorted set: member "<job_id>:<token>:<queue>", score due_ms
 <prefix>:{p7}:queues       set: the queues whose streams exist (written by move.lua)
 <prefix>:{p7}:q:<queue>    stream of due jobs, fields job and token; consumer group "chronoq"
+<prefix>:{p7}:entries      hash: job id -> "<token>:<entry id>" of its newest entry, until trimmed
 ```
 
 Redis hashes only the text between the first `{` and the next `}`, so all keys of a partition
@@ -64,6 +65,10 @@ class PartitionKeys:
     @property
     def queues(self) -> str:
         return f"{self.tagged}:queues"
+
+    @property
+    def entries(self) -> str:
+        return f"{self.tagged}:entries"
 
     @property
     def stream_prefix(self) -> str:

@@ -28,9 +28,9 @@ def lua_source(name: str) -> str:
     return resources.files(_PACKAGE).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
-def fenced_source(name: str) -> str:
-    """`lua/<name>.lua` after the epoch fence it relies on."""
-    return f"{lua_source('fence')}\n{lua_source(name)}"
+def fenced_source(name: str, *preludes: str) -> str:
+    """`lua/<name>.lua` after the epoch fence it relies on, and any other `preludes`."""
+    return "\n".join(lua_source(part) for part in ("fence", *preludes, name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +60,14 @@ class TimerScripts:
     stage: Script
     move: Script
     trim: Script
+    waiting: Script
 
 
 def register_timer_scripts(client: Client) -> TimerScripts:
     return TimerScripts(
         take_over=Script(client, lua_source("take_over")),
-        stage=Script(client, fenced_source("stage")),
+        stage=Script(client, fenced_source("stage", "waits")),
         move=Script(client, fenced_source("move")),
         trim=Script(client, fenced_source("trim")),
+        waiting=Script(client, f"{lua_source('waits')}\n{lua_source('waiting')}"),
     )

@@ -29,12 +29,16 @@ import logging
 from collections.abc import Sequence
 
 from chronoq.tier.ports import (
+    MAX_DUE_MS,
     Moved,
+    MovedEntry,
     PartitionLost,
     PartitionStatus,
+    Staged,
     StaleEpoch,
     Takeover,
     Timer,
+    check_whole,
 )
 from chronoq.tier.redis.connection import Client, redis_errors
 from chronoq.tier.redis.keys import (
@@ -46,12 +50,15 @@ from chronoq.tier.redis.keys import (
 )
 from chronoq.tier.redis.replies import as_list, integer, optional_integer, text
 from chronoq.tier.redis.scripts import register_timer_scripts
+from chronoq.tier.redis.streams import DEFAULT_GROUP
 
 log = logging.getLogger("chronoq.dispatch")
 
 # At 5 µs of Redis CPU per timer (docs/tier notes), 1,000 a call keep each call near 5 ms.
 STAGE_BATCH = 1_000
 MAX_MOVE_LIMIT = 10_000
+# A consumer idle this long and holding nothing is a worker gone: trim deletes it from its group.
+DEAD_CONSUMER_IDLE = 3600.0
 
 
 class RedisTimerStore:
@@ -65,29 +72,32 @@ class RedisTimerStore:
     def keys(self, partition: int) -> PartitionKeys:
         return partition_keys(self.prefix, partition)
 
-    def take_over(self, partition: int, epoch: int) -> Takeover:
+    def take_over(self, partition: int, epoch: int, *, force: bool = False) -> Takeover:
         keys = self.keys(partition)
+        args = [_epoch(epoch), 1 if force else 0]
         with redis_errors(self.client, f"take partition {partition} over"):
-            reply = self._scripts.take_over(keys=[keys.epoch], args=[_epoch(epoch)])
+            reply = self._scripts.take_over(keys=[keys.epoch], args=args)
         status, lost, _stored = as_list(reply)
         return Takeover(accepted=text(status) == "ok", lost=integer(lost) == 1)
 
-    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> int:
+    def stage(self, partition: int, epoch: int, timers: Sequence[Timer]) -> Staged:
         keys = self.keys(partition)
         pairs = [field for timer in timers for field in _score_and_member(timer)]
-        added = 0
+        added, moved = 0, list[MovedEntry]()
         # An empty call still runs the fence, so a stale leader hears of it.
         for start in range(0, max(len(pairs), 1), 2 * STAGE_BATCH):
-            added += self._stage_batch(keys, _epoch(epoch), pairs[start : start + 2 * STAGE_BATCH])
-        return added
+            batch = self._stage_batch(keys, _epoch(epoch), pairs[start : start + 2 * STAGE_BATCH])
+            added += batch.added
+            moved.extend(batch.moved)
+        return Staged(added, tuple(moved))
 
-    def _stage_batch(self, keys: PartitionKeys, epoch: int, pairs: list[int | str]) -> int:
+    def _stage_batch(self, keys: PartitionKeys, epoch: int, pairs: list[int | str]) -> Staged:
+        script_keys = [keys.epoch, keys.timers, keys.entries]
         with redis_errors(self.client, f"stage timers of partition {keys.partition}"):
-            reply = as_list(
-                self._scripts.stage(keys=[keys.epoch, keys.timers], args=[epoch, *pairs])
-            )
+            args = [epoch, keys.stream_prefix, DEFAULT_GROUP, *pairs]
+            reply = as_list(self._scripts.stage(keys=script_keys, args=args))
         _raise_refusal(keys.partition, epoch, reply)
-        return integer(reply[1])
+        return Staged(integer(reply[1]), _moved_entries(reply[2:]))
 
     def move_due(self, partition: int, epoch: int, now_ms: int, limit: int) -> Moved:
         keys = self.keys(partition)
@@ -99,7 +109,9 @@ class RedisTimerStore:
         ]
         with redis_errors(self.client, f"move due timers of partition {partition}"):
             reply = as_list(
-                self._scripts.move(keys=[keys.epoch, keys.timers, keys.queues], args=args)
+                self._scripts.move(
+                    keys=[keys.epoch, keys.timers, keys.queues, keys.entries], args=args
+                )
             )
         status = text(reply[0])
         if status != "ok":
@@ -112,19 +124,39 @@ class RedisTimerStore:
                 extra={"action": "tier.move", "partition": partition},
             )
         return Moved(
-            moved=integer(reply[1]), stale=False, lost=False, next_due_ms=optional_integer(reply[2])
+            moved=integer(reply[1]),
+            stale=False,
+            lost=False,
+            next_due_ms=optional_integer(reply[2]),
+            entries=_moved_entries(reply[4:]),
         )
 
     def trim(self, partition: int, epoch: int) -> int:
-        """Drop stream entries every consumer group has acknowledged; returns how many. A stale
-        or lost epoch trims nothing and returns 0 (the next move says which)."""
+        """Drop stream entries every consumer group has acknowledged, and consumers idle for
+        DEAD_CONSUMER_IDLE holding nothing; returns how many entries. Raises StaleEpoch or
+        PartitionLost, having trimmed nothing."""
         keys = self.keys(partition)
-        args: list[int | str] = [_epoch(epoch), keys.stream_prefix]
+        idle_ms = int(DEAD_CONSUMER_IDLE * 1000)
+        args: list[int | str] = [_epoch(epoch), keys.stream_prefix, idle_ms]
         with redis_errors(self.client, f"trim the streams of partition {partition}"):
-            reply = as_list(self._scripts.trim(keys=[keys.epoch, keys.queues], args=args))
-        if text(reply[0]) != "ok":
-            return 0
+            reply = as_list(
+                self._scripts.trim(keys=[keys.epoch, keys.queues, keys.entries], args=args)
+            )
+        _raise_refusal(partition, epoch, reply)
         return integer(reply[1])
+
+    def waiting(self, partition: int, entries: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        keys = self.keys(partition)
+        found: set[tuple[str, str]] = set()
+        for start in range(0, len(entries), STAGE_BATCH):
+            batch = entries[start : start + STAGE_BATCH]
+            args: list[int | str] = [keys.stream_prefix, DEFAULT_GROUP]
+            for queue, entry_id in batch:
+                args += [check_queue(queue), entry_id]
+            with redis_errors(self.client, f"look for waiting entries of partition {partition}"):
+                reply = as_list(self._scripts.waiting(keys=[keys.queues], args=args))
+            found.update(batch[integer(position) - 1] for position in reply)
+        return found
 
     def status(self, partition: int, now_ms: int) -> PartitionStatus:
         keys = self.keys(partition)
@@ -189,37 +221,32 @@ def _raise_refusal(partition: int, epoch: int, reply: Sequence[object]) -> None:
     )
 
 
+def _moved_entries(flat: Sequence[object]) -> tuple[MovedEntry, ...]:
+    """move.lua's job, token and entry id triplets."""
+    return tuple(
+        MovedEntry(integer(job), integer(token), text(entry_id))
+        for job, token, entry_id in zip(flat[0::3], flat[1::3], flat[2::3], strict=True)
+    )
+
+
 def _score_and_member(timer: Timer) -> tuple[int, str]:
+    """A Timer checked its own fields when it was built (see ports.Timer)."""
     if not isinstance(timer, Timer):
         raise TypeError(f"stage() takes Timer values, got {timer!r}")
-    job_id = _whole(timer.job_id, "a timer's job_id", minimum=0)
-    token = _whole(timer.token, "a timer's token")
-    due_ms = _millis(timer.due_ms, "a timer's due_ms")
-    return due_ms, f"{job_id}:{token}:{check_queue(timer.queue)}"
-
-
-def _whole(value: object, name: str, minimum: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
-    return value
+    return timer.due_ms, f"{timer.job_id}:{timer.token}:{check_queue(timer.queue)}"
 
 
 def _epoch(epoch: int) -> int:
-    return _whole(epoch, "the epoch", minimum=0)
+    return check_whole(epoch, "the epoch", minimum=0)
 
 
 def _millis(value: int, name: str) -> int:
     # Scores are doubles: integers beyond 2**53 would lose their last digits.
-    whole = _whole(value, name, minimum=0)
-    if whole >= 2**53:
-        raise ValueError(f"{name} must be below 2**53 milliseconds, got {value!r}")
-    return whole
+    return check_whole(value, name, minimum=0, maximum=MAX_DUE_MS)
 
 
 def _limit(limit: int) -> int:
-    whole = _whole(limit, "the move limit", minimum=1)
+    whole = check_whole(limit, "the move limit", minimum=1)
     if whole > MAX_MOVE_LIMIT:
         raise ValueError(
             f"the move limit must be at most {MAX_MOVE_LIMIT} (a bounded batch keeps Redis"

@@ -4,6 +4,7 @@
 -- KEYS[1]  <prefix>:{p<p>}:epoch
 -- KEYS[2]  <prefix>:{p<p>}:timers   (sorted set, member "<job_id>:<token>:<queue>", score due_ms)
 -- KEYS[3]  <prefix>:{p<p>}:queues   (set of the queues whose streams exist)
+-- KEYS[4]  <prefix>:{p<p>}:entries  (hash: job_id -> "<token>:<entry id>" of its newest entry)
 -- ARGV[1]  epoch of the leader
 -- ARGV[2]  now_ms: the database clock in milliseconds; a timer is due when its score <= now_ms
 -- ARGV[3]  limit: at most this many timers per call (a bounded batch keeps Redis responsive)
@@ -17,10 +18,12 @@
 -- its queue's stream, then removed, all in this one atomic call: no reader sees a timer both in
 -- the set and on a stream, and none is lost between the two.
 --
--- Returns {'ok', moved, next_due, dropped}: `moved` entries added; `next_due` the smallest
--- score left ('' when the set is empty); `dropped` members that could not be parsed (removed,
--- never delivered: the database still holds their jobs). Or the refusal of fence.lua
--- ({'stale', stored} or {'lost', stored}), having moved nothing.
+-- Returns {'ok', moved, next_due, dropped, job_1, token_1, entry_1, job_2, ...}: `moved`
+-- entries added; `next_due` the smallest score left ('' when the set is empty); `dropped`
+-- members that could not be parsed (removed, never delivered: the database still holds their
+-- jobs); then job, token and stream entry id of each entry added, so that the leader can later
+-- ask whether an entry still waits (waiting.lua) before it stages a job again. Or the refusal of
+-- fence.lua ({'stale', stored} or {'lost', stored}), having moved nothing.
 
 local refused = refusal(KEYS[1], number_arg(ARGV[1], 'the epoch'))
 if refused then
@@ -35,11 +38,16 @@ local due = redis.call('ZRANGE', KEYS[2], '-inf', ARGV[2], 'BYSCORE', 'LIMIT', 0
 
 local moved, dropped = 0, 0
 local queues = {}
+local entries = {}
 for _, member in ipairs(due) do
   -- the queue comes last: it may hold colons
   local job, token, queue = string.match(member, '^(%d+):(%-?%d+):(.+)$')
   if job then
-    redis.call('XADD', ARGV[4] .. queue, '*', 'job', job, 'token', token)
+    local entry = redis.call('XADD', ARGV[4] .. queue, '*', 'job', job, 'token', token)
+    redis.call('HSET', KEYS[4], job, token .. ':' .. entry)
+    entries[#entries + 1] = job
+    entries[#entries + 1] = token
+    entries[#entries + 1] = entry
     queues[queue] = true
     moved = moved + 1
   else
@@ -56,4 +64,8 @@ for queue in pairs(queues) do
 end
 
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {'ok', moved, head[2] or '', dropped}
+local reply = {'ok', moved, head[2] or '', dropped}
+for i = 1, #entries do
+  reply[4 + i] = entries[i]
+end
+return reply
