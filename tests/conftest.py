@@ -23,6 +23,7 @@ from chronoq.storage.sqlite.store import SqliteStore
 from tests.services.etcd import etcd_cluster, etcd_prefix  # noqa: F401 - fixtures for every test
 from tests.services.etcd_secure import secure_etcd, secure_prefix  # noqa: F401
 from tests.services.redis import private_redis, redis_client, redis_prefix, redis_url  # noqa: F401
+from tests.services.redis_cluster import cluster_prefix, redis_cluster  # noqa: F401
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -551,4 +551,8 @@ def open_run(
     if not scenario.tiered:
         return Run(cluster, scenario, seed, work)
     assert tier is not None, f"{scenario.name} runs over a tiered fleet: pass TierServices"
+    from tests.chaos.tiered_cluster import CLUSTER_SCENARIOS, ClusterTieredRun  # imports this
+
+    if scenario.name in CLUSTER_SCENARIOS:
+        return ClusterTieredRun(cluster, scenario, seed, work, tier)
     return TieredRun(cluster, scenario, seed, work, tier)

@@ -1,6 +1,7 @@
 """Contract: the timer store of tiered dispatch (`TimerStore`), read through a `StreamReader`.
 
-Every adapter runs this suite through the `tier` fixture; today that is Redis. What it pins:
+Every adapter runs this suite through the `tier` fixture: Redis, one server and a Redis Cluster
+of 3 masters and 3 replicas (tests.services.redis_cluster). What it pins:
 epochs fence every mutation, a timer moves once and never before it is due, moves keep score
 order and land on the timer's own queue, and a trim keeps every entry a group still needs.
 """
@@ -40,10 +41,14 @@ class Tier:
         return opened
 
 
-@pytest.fixture(params=["redis"])
+@pytest.fixture(params=["redis", "redis-cluster"])
 def tier(request: pytest.FixtureRequest) -> Iterator[Tier]:
-    url: str = request.getfixturevalue("redis_url")
-    prefix: str = request.getfixturevalue("redis_prefix")
+    if request.param == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        prefix: str = request.getfixturevalue("redis_prefix")
+    else:
+        url = request.getfixturevalue("redis_cluster").url
+        prefix = request.getfixturevalue("cluster_prefix")
 
     def open_reader(queues: Sequence[str], partitions: int) -> StreamReader:
         consumer = f"w-{uuid.uuid4().hex[:6]}"

@@ -28,10 +28,11 @@ def burst(app: chronoq.App, **options: Any) -> chronoq.WorkerStats:
     )
 
 
-@pytest.fixture(params=["sqlite", "postgres", "tiered"])
+@pytest.fixture(params=["sqlite", "postgres", "tiered", "tiered-cluster"])
 def app(request: pytest.FixtureRequest) -> Any:
     """Each store with db dispatch, and PostgreSQL with tiered dispatch (a partition leader
-    moves the jobs onto Redis Streams, the worker reads them)."""
+    moves the jobs onto Redis Streams, the worker reads them), on one Redis and on a Redis
+    Cluster."""
     yield from app_by_dispatch(request)
 
 

@@ -68,7 +68,7 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -77,15 +77,17 @@ def _free_port() -> int:
 class PrivateRedis:
     """A redis-server of one test, without persistence: a restart comes back empty."""
 
-    def __init__(self, binary: str, directory: Path) -> None:
+    def __init__(self, binary: str, directory: Path, password: str | None = None) -> None:
         self.binary = binary
         self.directory = directory
-        self.port = _free_port()
+        self.password = password  # --requirepass, when given
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         log = self.directory / "redis.log"
@@ -95,6 +97,7 @@ class PrivateRedis:
                 *("--port", str(self.port), "--bind", "127.0.0.1"),
                 *("--save", "", "--appendonly", "no"),
                 *("--dir", str(self.directory), "--logfile", str(log)),
+                *(("--requirepass", self.password) if self.password else ()),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -106,7 +109,9 @@ class PrivateRedis:
             tail = (self.directory / "redis.log").read_text(errors="replace")[-2000:]
             raise AssertionError(f"redis-server exited with {self.process.returncode}:\n{tail}")
         try:
-            probe = redis.Redis(port=self.port, socket_connect_timeout=1, socket_timeout=1)
+            probe = redis.Redis(
+                port=self.port, password=self.password, socket_connect_timeout=1, socket_timeout=1
+            )
             try:
                 return bool(probe.ping())
             finally:

@@ -76,16 +76,20 @@ def leading(
 
 
 def app_by_dispatch(request: Any) -> Iterator[App]:
-    """The body of an `app` fixture parametrised over "sqlite", "postgres" (db dispatch) and
-    "tiered" (PostgreSQL, a partition leader moving the jobs onto Redis Streams)."""
-    if request.param != "tiered":
+    """The body of an `app` fixture parametrised over "sqlite", "postgres" (db dispatch),
+    "tiered" (PostgreSQL, a partition leader moving the jobs onto Redis Streams) and
+    "tiered-cluster" (the same on a Redis Cluster: tests.services.redis_cluster)."""
+    if request.param not in ("tiered", "tiered-cluster"):
         dsn = request.getfixturevalue("sqlite_dsn" if request.param == "sqlite" else "pg_dsn")
         with App(dsn) as application:
             yield application
         return
-    redis_url = request.getfixturevalue("redis_url")
-    application = tiered_app(
-        request.getfixturevalue("pg_dsn"), redis_url, request.getfixturevalue("redis_prefix")
-    )
+    if request.param == "tiered-cluster":
+        redis_url = request.getfixturevalue("redis_cluster").url
+        prefix = request.getfixturevalue("cluster_prefix")
+    else:
+        redis_url = request.getfixturevalue("redis_url")
+        prefix = request.getfixturevalue("redis_prefix")
+    application = tiered_app(request.getfixturevalue("pg_dsn"), redis_url, prefix)
     with application, leading(application, redis_url):
         yield application

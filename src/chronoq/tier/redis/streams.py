@@ -29,8 +29,9 @@ A Redis that cannot be reached raises `RedisUnavailable` (a `chronoq.errors.Stor
 wait and read again; the client reconnects by itself.
 
 Redis Cluster: the streams of different partitions hash to different slots, and a multi-key
-XREADGROUP must stay within one slot, so a worker on a cluster needs one XREADGROUP per slot (or
-node) it reads, each on its own connection. This reader implements the single-node case.
+XREADGROUP must stay within one slot, so on a cluster (a `RedisCluster` client) new entries are
+read one partition per XREADGROUP, by `lanes.PartitionLanes`; claims, acks and group creation
+are single-key commands that the cluster's pipeline sends to each key's node.
 """
 
 from __future__ import annotations
@@ -39,21 +40,27 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.typing import KeyT, StreamIdT
 
 from chronoq.tier.ports import Delivery
-from chronoq.tier.redis.connection import redis_errors
+from chronoq.tier.redis.connection import Client, redis_errors, socket_timeout, translate
 from chronoq.tier.redis.keys import check_partition, check_prefix, check_queue, partition_keys
+from chronoq.tier.redis.lanes import PartitionLanes
 from chronoq.tier.redis.replies import as_list, text
 
 log = logging.getLogger("chronoq.dispatch")
 
 DEFAULT_GROUP = "chronoq"
 BLOCK_MARGIN = 1.0  # seconds a blocking read ends before the socket would time out
+# A read that meets NOGROUP: create the named stream's group and retry; meet it again, create
+# every group and retry once more; a third NOGROUP is an error.
+_READ_ATTEMPTS = 3
 
 
 class RedisStreamReader:
@@ -61,7 +68,7 @@ class RedisStreamReader:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         prefix: str,
         queues: Sequence[str],
         partitions: int,
@@ -78,22 +85,45 @@ class RedisStreamReader:
         self._surplus: deque[tuple[float, Delivery]] = deque()  # (read at, entry)
         self._claim_from = dict.fromkeys(self._streams, "0-0")
         self._next_claim = time.monotonic()  # a fresh worker looks for orphans at once
+        self._lanes = self._cluster_lanes(client)
         self.ensure_groups()
+
+    def _cluster_lanes(self, client: Client) -> PartitionLanes | None:
+        if not isinstance(client, RedisCluster):
+            return None
+        by_partition: dict[int, list[str]] = {}
+        for stream, (partition, _queue) in self._streams.items():
+            by_partition.setdefault(partition, []).append(stream)
+        return PartitionLanes(
+            client, self.group, self.consumer, by_partition, self.ensure_groups, _stream_entries
+        )
 
     @property
     def streams(self) -> list[str]:
         return list(self._streams)
 
-    def ensure_groups(self) -> None:
-        """Create the group on every stream (from id 0, creating the stream too); a group that
-        exists already is left as it is."""
-        with redis_errors(self.client, "create the consumer groups"):
+    def ensure_groups(self, streams: Iterable[str] | None = None) -> None:
+        """Create the group on `streams` (default: every stream), from id 0, creating the stream
+        too; a group that exists already is left as it is."""
+        doing = "create the consumer groups"
+        chosen = list(self._streams if streams is None else streams)
+        replies = self._each_stream(
+            doing, chosen, lambda pipe, stream: pipe.xgroup_create(stream, self.group, "0", True)
+        )
+        for reply in replies:
+            if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
+                raise translate(self.client, doing, reply) from reply
+
+    def _each_stream(
+        self, doing: str, streams: Sequence[str], command: Callable[[Any, str], object]
+    ) -> list[Any]:
+        """`command(pipeline, stream)` for each of `streams` in one pipeline: the replies in
+        order, an error reply in its place as an exception; a failed pipeline raises StoreError."""
+        with redis_errors(self.client, doing):
             pipe = self.client.pipeline(transaction=False)
-            for stream in self._streams:
-                pipe.xgroup_create(stream, self.group, id="0", mkstream=True)
-            for reply in pipe.execute(raise_on_error=False):
-                if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
-                    raise reply
+            for stream in streams:
+                command(pipe, stream)
+            return list(pipe.execute(raise_on_error=False))
 
     def read(self, count: int, block: float) -> list[Delivery]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -123,21 +153,25 @@ class RedisStreamReader:
             by_stream.setdefault(self._stream_of(delivery), []).append(delivery.entry_id)
         if not by_stream:
             return
-        with redis_errors(self.client, "acknowledge stream entries"):
-            pipe = self.client.pipeline(transaction=False)
-            for stream, ids in by_stream.items():
-                pipe.xack(stream, self.group, *ids)
-            for reply in pipe.execute(raise_on_error=False):
-                # NOGROUP: Redis lost the group, and with it every pending entry: nothing to ack.
-                if isinstance(reply, Exception) and not _is_nogroup(reply):
-                    raise reply
+        doing = "acknowledge stream entries"
+        replies = self._each_stream(
+            doing,
+            list(by_stream),
+            lambda pipe, stream: pipe.xack(stream, self.group, *by_stream[stream]),
+        )
+        for reply in replies:
+            # NOGROUP: Redis lost the group, and with it every pending entry: nothing to ack.
+            if isinstance(reply, Exception) and not _is_nogroup(reply):
+                raise translate(self.client, doing, reply) from reply
 
     def close(self) -> None:
         """Leave the group where this consumer holds nothing pending (a consumer with pending
         entries stays, so its peers can claim them), and close the client."""
+        if self._lanes is not None:
+            self._lanes.close()
         try:
             self._forget_consumer()
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             log.debug("could not remove consumer %s: %s", self.consumer, exc)
         finally:
             self.client.close()
@@ -146,7 +180,7 @@ class RedisStreamReader:
         """BLOCK in milliseconds, None for no blocking (Redis reads BLOCK 0 as forever)."""
         if not isinstance(block, int | float) or math.isnan(block) or block < 0:
             raise ValueError(f"block must be a number of seconds of at least 0, got {block!r}")
-        timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        timeout = socket_timeout(self.client)
         if timeout is not None and block > timeout - BLOCK_MARGIN:
             raise ValueError(
                 f"block={block!r}s must end {BLOCK_MARGIN}s before the client's socket timeout"
@@ -155,25 +189,45 @@ class RedisStreamReader:
         return max(1, math.ceil(block * 1000)) if block > 0 else None
 
     def _read_new(self, count: int, block_ms: int | None) -> list[Delivery]:
+        """One XREADGROUP over every stream. A NOGROUP reply names one stream whose group is
+        gone: its group is created and the read tried again; a second NOGROUP means more were
+        lost (a restart, a flush), and every group is created, once, before the last try."""
+        if self._lanes is not None:
+            return self._deliveries(self._lanes.read(count, block_ms))
         streams: dict[KeyT, StreamIdT] = dict.fromkeys(self._streams, ">")
-        with redis_errors(self.client, "read the streams"):
+        doing = "read the streams"
+        for attempt in range(_READ_ATTEMPTS):
             try:
                 reply = self.client.xreadgroup(
                     self.group, self.consumer, streams, count=count, block=block_ms
                 )
-            except redis.ResponseError as exc:
-                if not _is_nogroup(exc):
-                    raise
-                log.warning(
-                    "consumer groups are gone (Redis restarted empty or was flushed):"
-                    " creating them again",
-                    extra={"action": "tier.read", "group": self.group},
-                )
-                self.ensure_groups()
-                reply = self.client.xreadgroup(
-                    self.group, self.consumer, streams, count=count, block=block_ms
-                )
-        return self._deliveries(_stream_entries(reply))
+            except redis.RedisError as exc:
+                if not _is_nogroup(exc) or attempt == _READ_ATTEMPTS - 1:
+                    raise translate(self.client, doing, exc) from exc
+                self._recreate_lost_group(str(exc), only_named=attempt == 0)
+                continue
+            return self._deliveries(_stream_entries(reply))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _recreate_lost_group(self, message: str, *, only_named: bool) -> None:
+        named = self._stream_named(message)
+        lost = [named] if only_named and named is not None else None
+        log.warning(
+            "consumer group %s is gone from %s (Redis restarted empty, failed over to an empty"
+            " replica, or was flushed): creating it again",
+            self.group,
+            lost[0] if lost else "the streams",
+            extra={"action": "tier.read", "group": self.group},
+        )
+        self.ensure_groups(lost)
+
+    def _stream_named(self, message: str) -> str | None:
+        """The stream a NOGROUP error names ("NOGROUP No such key '<stream>' or consumer group
+        ..."), when it is one of ours and readable in the message."""
+        for stream in self._streams:
+            if f"key '{stream}' or consumer group" in message:
+                return stream
+        return None
 
     def _claim_orphans(self, count: int) -> list[Delivery]:
         """Entries idle past claim_idle (their consumer died or hung), at most every
@@ -181,28 +235,41 @@ class RedisStreamReader:
         now = time.monotonic()
         if now < self._next_claim:
             return []
-        entries = self._autoclaim(count)
-        found = self._deliveries(entries)
-        self._next_claim = now if len(found) >= count else now + self.claim_idle / 2
+        # Set first: a round that fails (a node down) is tried at the next interval, and does
+        # not fail every read meanwhile.
+        self._next_claim = now + self.claim_idle / 2
+        found = self._deliveries(self._autoclaim(count))
+        if len(found) >= count:
+            self._next_claim = now
         return found
 
     def _autoclaim(self, count: int) -> list[tuple[str, list[Any]]]:
+        """XAUTOCLAIM on every stream in one pipeline. Streams that answer NOGROUP get their
+        group back (only those, once per round) and are walked from the start next round."""
         idle_ms = max(1, math.ceil(self.claim_idle * 1000))
-        with redis_errors(self.client, "claim idle stream entries"):
-            pipe = self.client.pipeline(transaction=False)
-            for stream, start in self._claim_from.items():
-                pipe.xautoclaim(stream, self.group, self.consumer, idle_ms, start, count=count)
-            replies = pipe.execute(raise_on_error=False)
+        doing = "claim idle stream entries"
+        streams = list(self._claim_from)
+        replies = self._each_stream(
+            doing,
+            streams,
+            lambda pipe, stream: pipe.xautoclaim(
+                stream, self.group, self.consumer, idle_ms, self._claim_from[stream], count=count
+            ),
+        )
         entries: list[tuple[str, list[Any]]] = []
-        for stream, reply in zip(self._claim_from, replies, strict=True):
+        lost: list[str] = []
+        for stream, reply in zip(streams, replies, strict=True):
             if isinstance(reply, Exception):
                 if not _is_nogroup(reply):
-                    raise reply
-                self.ensure_groups()
+                    raise translate(self.client, doing, reply) from reply
+                lost.append(stream)
+                self._claim_from[stream] = "0-0"
                 continue
             cursor, claimed = reply[0], reply[1]
             self._claim_from[stream] = text(cursor)  # "0-0" once the whole list was walked
             entries.append((stream, claimed))
+        if lost:
+            self.ensure_groups(lost)
         return entries
 
     def _deliveries(self, entries: Iterable[tuple[str, Sequence[Any]]]) -> list[Delivery]:

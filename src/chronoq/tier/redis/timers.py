@@ -28,8 +28,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import redis
-
 from chronoq.tier.ports import (
     MAX_DUE_MS,
     Moved,
@@ -42,7 +40,7 @@ from chronoq.tier.ports import (
     Timer,
     check_whole,
 )
-from chronoq.tier.redis.connection import redis_errors
+from chronoq.tier.redis.connection import Client, redis_errors
 from chronoq.tier.redis.keys import (
     DEFAULT_PREFIX,
     PartitionKeys,
@@ -66,7 +64,7 @@ DEAD_CONSUMER_IDLE = 3600.0
 class RedisTimerStore:
     """Timers of every partition in one Redis (or one Redis Cluster slot per partition)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, client: Client, prefix: str = DEFAULT_PREFIX) -> None:
         self.client = client
         self.prefix = check_prefix(prefix)
         self._scripts = register_timer_scripts(client)
