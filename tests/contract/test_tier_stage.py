@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from chronoq.core.jobs import Outcome
 from chronoq.core.ratelimit import KeyLimit
 from chronoq.errors import ConfigError
 from chronoq.storage.base import JobStageParams, JobStore, QueueLimitParams, StageRow, Staging
+from chronoq.storage.sqlite.store import SqliteStore
 
 from .support import Store, claim_one, finish, get, insert, params
 
@@ -44,6 +46,20 @@ def test_rows_carry_what_a_timer_needs(store: Store) -> None:
     [job_id] = insert(store, params("mail", run_at=at(5)))
     staging = stage(store)
     assert staging == Staging([StageRow(job_id, 0, "mail", at(5))], NOW)
+
+
+def test_the_clock_is_pinned_to_the_statement_not_the_wait_for_a_connection(
+    store: Store,
+) -> None:
+    """PostgreSQL times its own round trip (the leader's clock estimate pins db_now there);
+    SQLite reads the clock in process and says nothing."""
+    before = time.monotonic()
+    staging = stage(store, now=None)
+    after = time.monotonic()
+    if isinstance(store, SqliteStore):
+        assert staging.read_at is None
+    else:
+        assert staging.read_at is not None and before <= staging.read_at <= after
 
 
 def test_the_token_staged_is_the_current_one(store: Store) -> None:

@@ -298,6 +298,26 @@ def test_a_queue_no_worker_reads_keeps_its_entries_waiting(tier: Tier) -> None:
     assert store.waiting(P, [("nobody", entry.entry_id)]) == {("nobody", entry.entry_id)}
 
 
+def test_trim_forgets_consumers_long_idle_that_hold_nothing(
+    tier: Tier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that stopped leaves its consumer in the group; the trim pass deletes it once
+    idle past DEAD_CONSUMER_IDLE with nothing pending. One holding entries stays for its
+    peers to claim them from."""
+    store = led(tier.store)
+    gone, holding = tier.reader(), tier.reader()
+    store.stage(P, 1, timers(NOW - 1, NOW))
+    store.move_due(P, 1, NOW, 10)
+    gone.ack(gone.read(1, 0))
+    assert len(holding.read(1, 0)) == 1  # pending, never acknowledged
+    monkeypatch.setattr("chronoq.tier.redis.timers.DEAD_CONSUMER_IDLE", 0.0)
+    store.trim(P, 1)
+    assert isinstance(store, RedisTimerStore)
+    stream = store.keys(P).stream("q")
+    consumers = store.client.xinfo_consumers(stream, "chronoq")
+    assert [int(c["pending"]) for c in consumers] == [1]
+
+
 def test_trim_keeps_everything_no_group_has_read(tier: Tier) -> None:
     store = led(tier.store)
     store.stage(P, 1, timers(NOW, NOW, queue="unread"))

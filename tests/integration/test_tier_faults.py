@@ -384,6 +384,22 @@ def test_a_leader_past_its_trust_window_does_not_retake_a_lost_partition(rig: Ri
     assert rig.timers.status(0, 0).epoch == 3
 
 
+# -- L3: a job forgotten after a full pass leaves nothing in the wheel ---------------------------
+
+
+def test_a_job_no_longer_pending_leaves_no_timer_in_the_wheel(rig: Rig) -> None:
+    rig.elector.epochs = {0: 1}
+    rig.turn()
+    job = job_in_partition(rig.app, 0, run_at=datetime.now(UTC) + timedelta(seconds=20))
+    rig.turn(1.0)
+    token = rig.leader.led.known[job].token
+    assert (0, job, token) in rig.leader.led.wheel
+    rig.app.admin.cancel_job(job)
+    rig.turn(1.0)  # the full pass no longer sees it
+    assert job not in rig.leader.led.known
+    assert (0, job, token) not in rig.leader.led.wheel
+
+
 # -- L5: a step that trusts nothing suspends, it does not forget -----------------------------
 
 
