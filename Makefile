@@ -98,7 +98,7 @@ chaos: $(STAMP)
 
 # The whole suite (about 41 minutes on 2 cores, from the run times bench/RESULTS.md reports):
 # bench/RESULTS.md, results.json and charts; then figure 11, a fleet of 64, 256 and 1,024 worker
-# slots in each dispatch mode (about 4 minutes): bench/fleet.md, fleet.json and fleet.png.
+# slots in each dispatch mode (4 minutes more): bench/fleet.md, fleet.json and fleet.png.
 bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench
 	$(BENCH_BIN)/python -m bench.fleet

@@ -295,11 +295,12 @@ def _redis_phases(
     store.take_over(0, 1)
     moves: dict[str, float] = {}
     staged, moved_1000, bytes_per_timer = Spent(), Spent(), 0.0
-    for batch in MOVE_BATCHES:
+    for round_number, batch in enumerate(MOVE_BATCHES):
         count = timers if batch > 1 else max(1, timers // 10)  # one round trip a timer
         stage, move = Spent(), Spent()
         with redis_spent(store.client, stage):
-            _stage(store, count)
+            # Jobs of their own each round: a job whose entry still waits is not staged again.
+            _stage(store, count, first_id=1 + round_number * 10 * timers)
         if batch == MOVE_BATCHES[-1]:
             bytes_per_timer = _zset_bytes(store) / count
         with redis_spent(store.client, move):
@@ -321,8 +322,8 @@ def _redis_phases(
     }
 
 
-def _stage(store: RedisTimerStore, count: int) -> None:
-    due = [Timer(i, 1, "q", NOW_MS - i) for i in range(1, count + 1)]
+def _stage(store: RedisTimerStore, count: int, first_id: int = 1) -> None:
+    due = [Timer(first_id + i, 1, "q", NOW_MS - i) for i in range(count)]
     for start in range(0, count, STAGE_BATCH):
         store.stage(0, 1, due[start : start + STAGE_BATCH])
 
