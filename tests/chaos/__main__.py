@@ -22,12 +22,12 @@ from pathlib import Path
 from tests.chaos.checker import Findings
 from tests.chaos.cluster import PrivateCluster
 from tests.chaos.runner import REPO, SCENARIOS, Outcome
-from tests.chaos.tiered import TIER_SCENARIOS, TierServices, open_run
+from tests.chaos.tiered import REGRESSION_SCENARIOS, TIER_SCENARIOS, TierServices, open_run
 from tests.chaos.tiered_cluster import CLUSTER_SCENARIOS
 from tests.chaos.tiertable import HEADER as TIER_HEADER
 from tests.chaos.tiertable import tier_row
 
-EVERY_SCENARIO = {**SCENARIOS, **TIER_SCENARIOS, **CLUSTER_SCENARIOS}
+EVERY_SCENARIO = {**SCENARIOS, **TIER_SCENARIOS, **REGRESSION_SCENARIOS, **CLUSTER_SCENARIOS}
 RUNS = 3
 # Every run tests its retry delays for uniformity: at 0.01 apiece, a correct system would fail
 # one of the 54 runs of a whole `make chaos` more often than not (1 - 0.99^54 = 42%). Each run

@@ -531,7 +531,14 @@ TIER_SCENARIOS = {
         _tiered("leader-cut-from-etcd", ("cut_leader_from_etcd",), APART),
         _tiered("leader-cut-from-redis", ("cut_leader_from_redis",), (3.0, 6.0)),
         _tiered("etcd-member-cut-off", ("cut_etcd_member",), (1.0, 2.0)),
-        # Faults that stopped tiered dispatch, or let its streams grow, before they were fixed.
+    )
+}
+# Faults that stopped tiered dispatch, or let its streams grow, before they were fixed: run by
+# `make chaos`; the suite runs etcd-rebuilt short (tests/chaos/test_tier_regressions.py), the
+# others' faults have tests of their own against real servers.
+REGRESSION_SCENARIOS = {
+    scenario.name: scenario
+    for scenario in (
         _tiered("rows-due-before-1970", ("kill_partition_leader",), APART, ancient=20),
         _tiered("queue-no-worker-reads", ("kill_partition_leader",), APART, unread=50),
         _tiered("etcd-rebuilt", ("rebuild_etcd",), (3.0, 5.0)),
