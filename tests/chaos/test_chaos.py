@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.cluster import PrivateCluster
-from tests.chaos.runner import FAKETIME, SCENARIOS, Run
+from tests.chaos.runner import FAKETIME, SCENARIOS, Run, Scenario
 from tests.chaos.tiered import TIER_SCENARIOS, TieredRun, TierServices
 
 # Eighteen scenarios each test retry delays for uniformity: at 0.0001 apiece, a correct system fails
@@ -53,13 +53,25 @@ def test_scenario_keeps_the_contract(cluster: PrivateCluster, work_dir: Path, na
 def test_tier_scenario_keeps_the_contract(
     cluster: PrivateCluster, tier_services: TierServices, work_dir: Path, name: str
 ) -> None:
-    scenario = dataclasses.replace(TIER_SCENARIOS[name], **SHORT)  # type: ignore[arg-type]
+    run_tiered_short(TieredRun, TIER_SCENARIOS[name], cluster, tier_services, work_dir)
+
+
+def run_tiered_short(
+    run: type[TieredRun],
+    full: Scenario,
+    cluster: PrivateCluster,
+    tier_services: TierServices,
+    work_dir: Path,
+) -> None:
+    """`full` once, small (SHORT), as a `run` over the tiered fleet: no violation, every job
+    accounted for, a fault injected and something moved."""
+    scenario = dataclasses.replace(full, **SHORT)  # type: ignore[arg-type]
     seed = random.SystemRandom().randrange(2**32)
-    print(f"chaos scenario {name}: seed {seed}")
-    outcome = TieredRun(cluster, scenario, seed, work_dir, tier_services).execute()
+    print(f"chaos scenario {scenario.name}: seed {seed}")
+    outcome = run(cluster, scenario, seed, work_dir, tier_services).execute()
     print(outcome.summary())
     found = outcome.findings
-    report = f"{name} seed {seed}: {outcome.injected}, {found.executions} executions"
+    report = f"{scenario.name} seed {seed}: {outcome.injected}, {found.executions} executions"
     assert found.violations == [], f"{report}\n" + "\n".join(found.violations[:20])
     assert found.jobs == scenario.jobs + scenario.ancient
     assert outcome.faults, f"{report}: no fault was injected"

@@ -325,13 +325,18 @@ def test_a_timer_staged_but_never_moved_is_found_by_the_sweep(rig: Rig) -> None:
 # -- M2: a mover turn is bounded and re-checks its trust ------------------------------------
 
 
+def _rig_with_30_due(app: App, redis_url: str, **options: Any) -> Rig:
+    """A rig leading partition 0, with 30 due timers in Redis that it did not stage."""
+    rig = make_rig(app, redis_url, move_batch=5, **options)
+    rig.elector.epochs = {0: 1}
+    rig.turn()
+    rig.timers.stage(0, 1, [_fake_timer(n) for n in range(30)])
+    return rig
+
+
 def test_a_mover_turn_moves_a_bounded_number_of_batches(app: App, redis_url: str) -> None:
-    rig = make_rig(app, redis_url, move_batch=5, move_batches_per_turn=2)
+    rig = _rig_with_30_due(app, redis_url, move_batches_per_turn=2)
     try:
-        rig.elector.epochs = {0: 1}
-        rig.turn()
-        for n in range(30):
-            rig.timers.stage(0, 1, [_fake_timer(n)])
         rig.clock.advance(11.0)  # the sweep
         rig.leader.run_once()
         assert rig.moved() == 10
@@ -342,12 +347,8 @@ def test_a_mover_turn_moves_a_bounded_number_of_batches(app: App, redis_url: str
 
 
 def test_a_mover_stops_at_the_end_of_its_trust_window(app: App, redis_url: str) -> None:
-    rig = make_rig(app, redis_url, move_batch=5, move_batches_per_turn=100)
+    rig = _rig_with_30_due(app, redis_url, move_batches_per_turn=100)
     try:
-        rig.elector.epochs = {0: 1}
-        rig.turn()
-        for n in range(30):
-            rig.timers.stage(0, 1, [_fake_timer(n)])
         move_due = rig.timers.move_due
 
         def slow_move(partition: int, epoch: int, now_ms: int, limit: int) -> Moved:
