@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
 
 from chronoq import App, JobStatus, WorkerOptions
@@ -76,7 +77,9 @@ def test_a_blocked_read_wakes_on_a_move_in_any_partition(
             thread = threading.Thread(target=read)
             started = time.monotonic()
             thread.start()
-            time.sleep(0.2)  # let the lanes block (a later move is read by the sweep anyway)
+            # Every partition's lane blocks (lanes of the last read still out are reused; a
+            # move before they block is read by the sweep anyway).
+            wait_until(lambda: _blocked_reads(redis_cluster) >= PARTITIONS)
             job_id = 100 + partition
             store.stage(partition, 1, [Timer(job_id, 1, "q", NOW)])
             assert store.move_due(partition, 1, NOW, 10).moved == 1
@@ -120,13 +123,29 @@ def test_orphans_of_a_dead_consumer_are_claimed_across_nodes(
         connect(redis_cluster.url), cluster_prefix, ["q"], PARTITIONS, "heir", claim_idle=0.2
     )
     try:
-        time.sleep(0.3)
-        claimed = heir.read(10, 0)
+        # The entries are claimed once idle for claim_idle (0.2 s): read until they come.
+        claimed = wait_until(lambda: heir.read(10, 0), what="the dead consumer's entries")
         assert sorted(d.job_id for d in claimed) == [200 + p for p in range(PARTITIONS)]
         heir.ack(claimed)
     finally:
         heir.close()
         dead.close()
+
+
+WORK = threading.Event()  # never set: a job's 10 ms of work waits on it
+
+
+def _blocked_reads(cluster: PrivateRedisCluster) -> int:
+    """Clients blocked in a command (XREADGROUP ... BLOCK) over every live node."""
+    blocked = 0
+    for port in cluster.ports:
+        try:
+            with cluster.node(port) as node:
+                clients = node.client_list()
+        except redis.RedisError:
+            continue  # a node killed by an earlier test
+        blocked += sum(1 for c in clients if "b" in c.get("flags", ""))
+    return blocked
 
 
 def _app(url: str, pg_dsn: str, prefix: str, runs: list[tuple[int, str]]) -> App:
@@ -142,7 +161,7 @@ def _app(url: str, pg_dsn: str, prefix: str, runs: list[tuple[int, str]]) -> App
             job_id = n
             runs.append((job_id, "twice at once" if job_id in running else "start"))
             running.add(job_id)
-        time.sleep(0.01)
+        WORK.wait(0.01)  # the job's work: 10 ms, long enough for a second start to overlap
         with lock:
             running.discard(job_id)
         return n
