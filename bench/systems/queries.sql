@@ -251,3 +251,21 @@ SHOW shared_preload_libraries
 -- name: claim_head_staged
 -- The claim-head benchmark's claim by id: the pending jobs' ids and lease tokens in id order.
 SELECT id, lease_token FROM chronoq_jobs WHERE status = 'pending' ORDER BY id
+
+-- name: stage_pending_insert
+-- bench.stage_pending: pending jobs falling due evenly over the next `hours`, ids in no order of
+-- run_at (as deferred work is enqueued).
+INSERT INTO chronoq_jobs (queue, task, run_at)
+SELECT 'default', 'noop', now() + random() * %(hours)s * interval '1 hour'
+FROM generate_series(1, %(count)s)
+
+-- name: stage_pending_analyze
+ANALYZE chronoq_jobs
+
+-- name: stage_pending_backend
+-- The backend of the store's one pooled connection (the only other client of the database),
+-- and the highest job id.
+SELECT (SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()
+          AND backend_type = 'client backend' LIMIT 1) AS pid,
+       (SELECT max(id) FROM chronoq_jobs) AS max_id

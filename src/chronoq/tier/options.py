@@ -16,7 +16,12 @@ class TierOptions:
     # A full pass over the horizon: picks up retries, rescues, requeues and resumed queues.
     stage_interval: float = 1.0
     step_interval: float = 0.5
-    stage_batch: int = 1000
+    # Rows a staging read returns. A pass pages through the horizon in id order, and each page
+    # sorts every candidate left to find its first rows: the pages of one pass cost about the
+    # candidates squared over the page. Beside 10M pending jobs, with some 22,000 due in the
+    # horizon or overdue, a pass took 1,423 ms of PostgreSQL CPU at 1,000 rows a read and
+    # 135 ms at 20,000 (bench/stage_pending.md).
+    stage_batch: int = 20_000
     move_batch: int = 1000
     restage_after: float = 30.0
     trim_interval: float = 10.0
