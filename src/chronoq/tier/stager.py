@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from chronoq.core.backoff import Backoff
 from chronoq.errors import ChronoqError
 from chronoq.observability.events import TimersStaged
 from chronoq.storage.base import JobStageParams, StageRow
@@ -144,7 +145,7 @@ class Stager:
             self.stage_once()
         except Exception:
             self._failures += 1
-            pause = min(FAILURE_PAUSE_MAX, self.options.stage_interval * 2**self._failures)
+            pause = Backoff(self.options.stage_interval, FAILURE_PAUSE_MAX).window(self._failures)
             log.exception(
                 "a staging pass failed (%d in a row): trying again in %.1f s",
                 self._failures,
